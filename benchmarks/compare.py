@@ -1,0 +1,309 @@
+"""Runs the classic dbm benchmark on semidbm and its rivals, side by side.
+
+Usage::
+
+    .venv/bin/python benchmarks/compare.py [--keys N] [--repeat R]
+        [--value-size B] [--key-size K] [--with-dumb] [--out FILE.md]
+
+The workloads and the rules for a fair comparison are in
+``/work/shared/BENCHMARK.md``. The contenders:
+
+- ``semidbm-python``: our package with ``SEMIDBM_PURE_PYTHON=1``;
+- ``semidbm``: our package on the kernel it picks by itself;
+- ``semidbm-0.5.1``: the original from PyPI, run by ``.venv-v051/bin/python``
+  (or by ``$SEMIDBM_V051_PYTHON`` if set), since it has our import name;
+- ``dbm.gnu`` and ``dbm.dumb`` from the standard library (dumb only up to
+  100,000 keys unless ``--with-dumb``: it is slow);
+- ``dict``: the ceiling, since nothing that keeps its data in a file beats it.
+
+Each run of a contender is a fresh process (``benchmarks/_worker.py``)
+that times every workload and checks the data it reads back. The
+contenders take turns (A B C, A B C, ...) for ``--repeat`` repetitions, all
+on the same data within a repetition: these machines are shared, and an
+absolute figure can move by 2x from one run to the next, so what counts
+is the median of the per-repetition ratios. The databases go in the
+system's temporary directory (``$TMPDIR`` to choose another; its
+filesystem is named in the report, since fsync costs differ).
+
+The report is a Markdown document on stdout (and in ``--out``): the
+machine, the parameters and this command line, then the median
+operations per second, then the ratios of ``semidbm-python`` and
+``semidbm`` to every other contender. Progress goes to stderr.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+WORKER = os.path.join(HERE, "_worker.py")
+
+CONTENDERS = ["semidbm-python", "semidbm", "semidbm-0.5.1", "dbm.gnu", "dbm.dumb", "dict"]
+
+#: The contenders the ratio tables compare against all the others.
+BASELINES = ["semidbm-python", "semidbm"]
+
+#: In the order the worker runs them.
+WORKLOADS = [
+    "fill_sequential",
+    "read_sequential",
+    "read_random",
+    "read_hot",
+    "delete_sequential",
+    "fill_random",
+]
+
+#: dbm.dumb runs by default only up to this many keys.
+DUMB_KEY_LIMIT = 100_000
+
+
+def interpreter(name):
+    """Return the Python that runs contender ``name``."""
+    if name == "semidbm-0.5.1":
+        default = os.path.join(REPO, ".venv-v051", "bin", "python")
+        return os.environ.get("SEMIDBM_V051_PYTHON", default)
+    return sys.executable
+
+
+def worker_environment(name):
+    """Return the environment for contender ``name``: only semidbm-python forces the pure kernel."""
+    env = dict(os.environ)
+    env.pop("SEMIDBM_PURE_PYTHON", None)
+    if name == "semidbm-python":
+        env["SEMIDBM_PURE_PYTHON"] = "1"
+    return env
+
+
+def run_worker(name, args, seed):
+    """Run one contender in a fresh process; return the worker's JSON result as a dict.
+
+    A missing interpreter or module gives ``{"missing": reason}``; any
+    other failure (a wrong read-back among them) ends this program.
+    """
+    python = interpreter(name)
+    if not os.access(python, os.X_OK):
+        return {"contender": name, "missing": "no interpreter at %s" % python}
+    with tempfile.TemporaryDirectory(prefix="semidbm-bench-") as directory:
+        command = [
+            python,
+            WORKER,
+            name,
+            "--keys", str(args.keys),
+            "--value-size", str(args.value_size),
+            "--key-size", str(args.key_size),
+            "--dir", directory,
+            "--seed", str(seed),
+        ]
+        done = subprocess.run(
+            command, env=worker_environment(name), capture_output=True, text=True
+        )
+    if done.returncode != 0:
+        sys.exit(
+            "%s failed (exit status %d):\n%s" % (name, done.returncode, done.stderr.strip())
+        )
+    return json.loads(done.stdout)
+
+
+def cpu_model():
+    """Return the CPU model named in /proc/cpuinfo (or what platform knows)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def filesystem_type(path):
+    """Return the type of the filesystem holding ``path``, from /proc/mounts."""
+    path = os.path.realpath(path)
+    best_mount, best_type = "", "unknown"
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                mount, kind = line.split()[1:3]
+                inside = path == mount or path.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best_mount):
+                    best_mount, best_type = mount, kind
+    except OSError:
+        pass
+    return best_type
+
+
+def format_ops(value):
+    """Format operations per second as a whole number with thousands separators."""
+    return "{:,.0f}".format(value)
+
+
+def format_ratio(value):
+    """Format a ratio of speeds, e.g. ``1.23x``."""
+    return "{:.2f}x".format(value)
+
+
+def markdown_table(header, rows, numeric=True):
+    """Return a Markdown table; with ``numeric``, all columns but the first are right-aligned."""
+    rule = "|---:" if numeric else "|---"
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|---" + rule * (len(header) - 1) + "|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report(args, runs, absent):
+    """Return the Markdown report.
+
+    ``runs`` maps each contender that ran to its list of worker results,
+    one per repetition; ``absent`` maps each other contender to the
+    reason it did not run.
+    """
+    temporary = tempfile.gettempdir()
+    lines = [
+        "# Classic dbm benchmark: %s keys" % format_ops(args.keys),
+        "",
+        "- Command: `%s` (in `%s`)" % (shlex.join(sys.orig_argv), os.getcwd()),
+        "- Date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "- Machine: %s, %d CPUs, %s" % (cpu_model(), os.cpu_count(), platform.platform()),
+        "- Databases in: %s (%s)" % (temporary, filesystem_type(temporary)),
+        "- Parameters: %s keys of %d bytes, values of %d bytes; %d repetitions, "
+        "contenders interleaved, each run a fresh process; the data set is the same "
+        "for every contender in a repetition (seed = repetition number)"
+        % (format_ops(args.keys), args.key_size, args.value_size, args.repeat),
+        "- Figures are operations per second over a whole pass (higher is better). "
+        "Opening a db is not timed; closing a written one is. "
+        "Every run read back a sample of its data and checked it.",
+        "",
+        "## Contenders",
+        "",
+    ]
+    rows = []
+    for name in CONTENDERS:
+        if name in runs:
+            first = runs[name][0]
+            rows.append(
+                [
+                    name,
+                    first["implementation"],
+                    first["python"],
+                    "`%s`" % interpreter(name),
+                    first["durability"],
+                ]
+            )
+        else:
+            rows.append([name, absent[name], "", "`%s`" % interpreter(name), ""])
+    lines += [
+        markdown_table(
+            ["contender", "implementation", "Python", "interpreter", "durability"],
+            rows,
+            numeric=False,
+        ),
+        "",
+        "## Operations per second (median of %d)" % args.repeat,
+        "",
+    ]
+
+    def cell(name, workload):
+        if name not in runs:
+            return "missing" if absent[name].startswith("missing") else "not run"
+        return format_ops(statistics.median(r["ops_per_sec"][workload] for r in runs[name]))
+
+    rows = [[workload] + [cell(name, workload) for name in CONTENDERS] for workload in WORKLOADS]
+    lines += [markdown_table(["workload"] + CONTENDERS, rows), ""]
+
+    for baseline in BASELINES:
+        if baseline not in runs:
+            continue
+        others = [name for name in CONTENDERS if name != baseline]
+
+        def ratio(name, workload):
+            if name not in runs:
+                return cell(name, workload)
+            per_repetition = [
+                mine["ops_per_sec"][workload] / theirs["ops_per_sec"][workload]
+                for mine, theirs in zip(runs[baseline], runs[name])
+            ]
+            return format_ratio(statistics.median(per_repetition))
+
+        rows = [[workload] + [ratio(name, workload) for name in others] for workload in WORKLOADS]
+        lines += [
+            "## %s relative to each contender" % baseline,
+            "",
+            "Median over the repetitions of (%s ops/s) / (contender ops/s): above 1 means "
+            "%s is faster." % (baseline, baseline),
+            "",
+            markdown_table(["workload"] + ["vs %s" % name for name in others], rows),
+            "",
+        ]
+
+    notes = []
+    for name in CONTENDERS:
+        for note in dict.fromkeys(n for r in runs.get(name, []) for n in r["notes"]):
+            notes.append("- %s: %s." % (name, note))
+    if notes:
+        lines += ["## Notes", ""] + notes + [""]
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description="Run the classic dbm benchmark on semidbm and its rivals, side by side."
+    )
+    parser.add_argument("--keys", type=int, default=1_000_000, help="number of keys (1,000,000)")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions (5)")
+    parser.add_argument("--value-size", type=int, default=100, help="bytes per value (100)")
+    parser.add_argument("--key-size", type=int, default=16, help="bytes per key (16)")
+    parser.add_argument(
+        "--with-dumb",
+        action="store_true",
+        help="run dbm.dumb even above %s keys" % format_ops(DUMB_KEY_LIMIT),
+    )
+    parser.add_argument("--out", help="also write the Markdown report to this file")
+    args = parser.parse_args()
+    if args.keys < 1 or args.repeat < 1 or args.value_size < 0:
+        parser.error("--keys and --repeat must be at least 1, --value-size at least 0")
+
+    absent = {}
+    if args.keys > DUMB_KEY_LIMIT and not args.with_dumb:
+        absent["dbm.dumb"] = "not run: slow above %s keys (--with-dumb runs it)" % format_ops(
+            DUMB_KEY_LIMIT
+        )
+    runs = {}
+    for repetition in range(args.repeat):
+        for name in CONTENDERS:
+            if name in absent:
+                continue
+            result = run_worker(name, args, seed=repetition)
+            if "missing" in result:
+                absent[name] = "missing: " + result["missing"]
+                print("%s: %s" % (name, absent[name]), file=sys.stderr)
+                continue
+            runs.setdefault(name, []).append(result)
+            summary = ", ".join(
+                "%s %s" % (workload, format_ops(result["ops_per_sec"][workload]))
+                for workload in WORKLOADS
+            )
+            print(
+                "repetition %d/%d, %s: %s" % (repetition + 1, args.repeat, name, summary),
+                file=sys.stderr,
+            )
+
+    text = report(args, runs, absent)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as out:
+            out.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""semidbm: a fast dbm for Python, stored as an append-only log.
+
+A database is a directory with one append-only ``data`` file; an
+in-memory index maps each key to its value's place in the file. Use it
+like the standard library's dbm modules::
+
+    import semidbm
+    with semidbm.open("cache.db", "c") as db:
+        db[b"key"] = b"value"
+
+or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``.
+
+``implementation`` names the storage kernel in use: ``"cython"`` (the
+compiled core) or ``"python"`` (the pure-Python reference, forced by
+setting ``SEMIDBM_PURE_PYTHON=1``).
+"""
+
+from .db import implementation, open
+from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
+
+__version__ = "0.6.0"
+
+__all__ = [
+    "open",
+    "error",
+    "DBMError",
+    "DBMLoadError",
+    "DBMChecksumError",
+    "TornTailWarning",
+    "implementation",
+    "__version__",
+]

@@ -1,0 +1,115 @@
+"""File-system helpers shared by the API layer and both kernels.
+
+They hide the differences between POSIX and Windows (binary mode,
+positional reads, flushing a directory) and turn the operating system's
+errors into :class:`~semidbm.errors.DBMError` with the errno kept.
+"""
+
+import os
+
+from .errors import DBMError
+from .format import TORN_PREFIX
+
+#: Flags that keep Windows from translating line endings.
+BINARY = getattr(os, "O_BINARY", 0)
+
+
+def os_error(exc, action):
+    """Return a DBMError for the OSError ``exc`` raised while doing ``action``."""
+    return DBMError(exc.errno, "%s: %s" % (action, exc.strerror), exc.filename)
+
+
+if hasattr(os, "pread"):
+    read_at = os.pread
+else:  # Windows has no pread; nothing else moves this descriptor's offset.
+
+    def read_at(fd, size, offset):
+        """Read up to ``size`` bytes at ``offset`` of ``fd``."""
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, size)
+
+
+def read_exactly(fd, size, offset, path):
+    """Read exactly ``size`` bytes at ``offset``; a short read means the file shrank."""
+    data = read_at(fd, size, offset)
+    if len(data) != size:
+        raise DBMError(
+            "%s: expected %d bytes at offset %d, the file ended after %d"
+            % (path, size, offset, len(data))
+        )
+    return data
+
+
+def write_all(fd, data):
+    """Write all of ``data`` to ``fd``, looping over short writes."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def fsync_directory(path):
+    """Flush a directory's entries to disk, so a new or renamed file survives a crash.
+
+    Windows cannot open a directory for this and flushes the metadata of
+    a rename itself, so there it does nothing.
+    """
+    if os.name == "nt":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def create_file(path, contents, mode):
+    """Create ``path`` holding ``contents`` with permissions ``mode`` (minus umask), flushed to disk.
+
+    An existing file is truncated.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
+    try:
+        write_all(fd, contents)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def unused_name(path):
+    """Return ``path``, or ``path.1``, ``path.2`` ... whichever names no existing file."""
+    candidate = path
+    number = 0
+    while os.path.lexists(candidate):
+        number += 1
+        candidate = "%s.%d" % (path, number)
+    return candidate
+
+
+def cut_torn_tail(fd, data_path, offset):
+    """Cut ``data_path`` (open as ``fd``) back to ``offset``, keeping the cut bytes.
+
+    The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` beside
+    the data file (a free name is found if that one is taken), flushed to
+    disk before the data file is truncated, so a wrong guess about what
+    is torn never destroys anything. Returns the path of the kept bytes.
+    """
+    directory = os.path.dirname(data_path)
+    keep_path = unused_name(os.path.join(directory, "%s%d" % (TORN_PREFIX, offset)))
+    end = os.fstat(fd).st_size
+    keep_fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666)
+    try:
+        position = offset
+        while position < end:
+            chunk = read_at(fd, min(end - position, 1 << 20), position)
+            if not chunk:
+                break
+            write_all(keep_fd, chunk)
+            position += len(chunk)
+        os.fsync(keep_fd)
+    finally:
+        os.close(keep_fd)
+    fsync_directory(directory)
+    os.ftruncate(fd, offset)
+    os.fsync(fd)
+    return keep_path

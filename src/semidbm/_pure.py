@@ -1,0 +1,442 @@
+"""The pure-Python storage kernel: the reference for the compiled ``_core``.
+
+Both kernels offer the same interface, so the API layer (``semidbm.db``)
+runs on either:
+
+``Store(data_path, writable, buffer_size, verify_checksums, recover)``
+    Opens the data file ``data_path`` (which must exist and start with a
+    header) and rebuilds the index from its log.
+``store[key]``, ``store[key] = value``, ``del store[key]``, ``key in store``,
+``len(store)``, ``iter(store)``
+    Item access. Keys are str (stored as UTF-8) or bytes-like; values
+    likewise, and come back as bytes.
+``store.sync()``, ``store.compact()``, ``store.close()``, ``store.closed``,
+``store.writable``, ``store.path``
+    Flushing, compaction (FORMAT.md), releasing the file.
+
+Both write the same bytes for the same operations and raise the same
+errors; the test suite runs against each.
+"""
+
+import mmap
+import os
+import struct
+import warnings
+from zlib import crc32
+
+from . import _files
+from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning
+from .format import (
+    CHECKSUM_SIZE,
+    COMPACT_NAME,
+    DEFAULT_BUFFER_SIZE,
+    DELETED,
+    HEADER,
+    HEADER_SIZE,
+    LENGTHS_SIZE,
+    MAGIC,
+    MAJOR_VERSION,
+    MAX_LENGTH,
+)
+
+_LENGTHS = struct.Struct("!ii")
+_CHECKSUM = struct.Struct("!I")
+_VERSION = struct.Struct("!HH")
+#: How many bytes a compaction collects before each write.
+_COMPACT_CHUNK = 1 << 20
+
+
+def as_key(key):
+    """Return ``key`` as bytes: str is encoded as UTF-8, bytes-like is copied."""
+    if type(key) is bytes:
+        return key
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    try:
+        view = memoryview(key)
+    except TypeError:
+        raise TypeError(
+            "semidbm keys must be str or bytes-like, not %s" % type(key).__name__
+        ) from None
+    if view.nbytes > MAX_LENGTH:
+        raise ValueError("semidbm keys are limited to %d bytes" % MAX_LENGTH)
+    return view.tobytes()
+
+
+def as_value(value):
+    """Return ``value`` as bytes: str is encoded as UTF-8, bytes-like is copied."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise TypeError(
+            "semidbm values must be str or bytes-like, not %s" % type(value).__name__
+        ) from None
+    if view.nbytes > MAX_LENGTH:
+        raise ValueError("semidbm values are limited to %d bytes" % MAX_LENGTH)
+    return view.tobytes()
+
+
+def torn_tail_limit(buffer_size):
+    """The longest unparseable tail that open drops without ``recover=True``.
+
+    One interrupted flush leaves at most one buffer unfinished; the
+    default size is the floor, since the writer that left the tail may
+    have used it.
+    """
+    return max(buffer_size, DEFAULT_BUFFER_SIZE)
+
+
+def check_header(header, path):
+    """Raise DBMLoadError unless ``header`` is a data file header this version reads."""
+    if len(header) < HEADER_SIZE:
+        raise DBMLoadError(
+            "%s: not a semidbm data file (%d bytes, shorter than the header)"
+            % (path, len(header))
+        )
+    if header[:4] != MAGIC:
+        raise DBMLoadError("%s: not a semidbm data file (bad magic number)" % path)
+    major, minor = _VERSION.unpack_from(header, 4)
+    if major != MAJOR_VERSION:
+        raise DBMLoadError(
+            "%s: unsupported format version %d.%d (this semidbm reads %d.x)"
+            % (path, major, minor, MAJOR_VERSION)
+        )
+
+
+def rebuild_index(data, path):
+    """Replay the log in ``data`` (the whole file) into an index.
+
+    Returns ``(index, end)``: the index maps each live key to the offset
+    and length of its value, and ``end`` is the offset where parsing
+    stopped, the file's size unless a torn tail follows. Negative
+    lengths are corruption and raise DBMLoadError naming the offset.
+    """
+    check_header(data[:HEADER_SIZE], path)
+    index = {}
+    size = len(data)
+    position = HEADER_SIZE
+    unpack_lengths = _LENGTHS.unpack_from
+    while size - position >= LENGTHS_SIZE:
+        key_length, value_length = unpack_lengths(data, position)
+        if key_length < 0 or value_length < DELETED:
+            raise DBMLoadError(
+                "%s: corrupt record at offset %d (key length %d, value length %d)"
+                % (path, position, key_length, value_length)
+            )
+        key_start = position + LENGTHS_SIZE
+        value_start = key_start + key_length
+        if value_length == DELETED:
+            record_end = value_start + CHECKSUM_SIZE
+        else:
+            record_end = value_start + value_length + CHECKSUM_SIZE
+        if record_end > size:
+            break
+        key = data[key_start:value_start]
+        if value_length == DELETED:
+            index.pop(key, None)
+        else:
+            index[key] = (value_start, value_length)
+        position = record_end
+    return index, position
+
+
+def _encode_put(key, value):
+    """The bytes of a put record."""
+    return (
+        _LENGTHS.pack(len(key), len(value))
+        + key
+        + value
+        + _CHECKSUM.pack(crc32(value, crc32(key)))
+    )
+
+
+def _encode_delete(key):
+    """The bytes of a delete record."""
+    return _LENGTHS.pack(len(key), DELETED) + key + _CHECKSUM.pack(crc32(key))
+
+
+class Store:
+    """An open data file: the index, the append buffer and the file descriptor."""
+
+    __slots__ = (
+        "path",
+        "writable",
+        "_fd",
+        "_index",
+        "_buffer",
+        "_buffer_size",
+        "_disk_end",
+        "_torn",
+        "_verify",
+        "_pid",
+    )
+
+    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover):
+        self._fd = -1
+        self.path = data_path
+        self.writable = writable
+        self._index = {}
+        self._buffer = bytearray()
+        self._buffer_size = buffer_size
+        self._verify = verify_checksums
+        self._torn = None
+        self._pid = os.getpid()
+        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
+        try:
+            fd = os.open(data_path, flags | _files.BINARY)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot open semidbm data file") from None
+        try:
+            self._load(fd, buffer_size, recover)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _load(self, fd, buffer_size, recover):
+        """Rebuild the index from the file and decide what to do with a torn tail."""
+        size = os.fstat(fd).st_size
+        if size < HEADER_SIZE:
+            check_header(_files.read_at(fd, size, 0), self.path)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            self._index, end = rebuild_index(data, self.path)
+        self._disk_end = end
+        if end == size:
+            return
+        tail = size - end
+        if tail > torn_tail_limit(buffer_size) and not recover:
+            raise DBMLoadError(
+                "%s: %d unreadable bytes at offset %d, more than one interrupted "
+                "write leaves; open with recover=True to drop them (a writer "
+                "keeps them in data.torn-%d)" % (self.path, tail, end, end)
+            )
+        warnings.warn(
+            "%s: dropped a torn tail of %d bytes at offset %d" % (self.path, tail, end),
+            TornTailWarning,
+            stacklevel=4,
+        )
+        if self.writable:
+            self._torn = end
+
+    @property
+    def closed(self):
+        """True once the store has been closed."""
+        return self._fd < 0
+
+    def _check_open(self):
+        if self._fd < 0:
+            raise DBMError("semidbm database %s is closed" % self.path)
+
+    def _check_writable(self, action):
+        if self._fd < 0:
+            raise DBMError("semidbm database %s is closed" % self.path)
+        if not self.writable:
+            raise DBMError(
+                "cannot %s: semidbm database %s is open read-only" % (action, self.path)
+            )
+
+    def __len__(self):
+        self._check_open()
+        return len(self._index)
+
+    def __contains__(self, key):
+        self._check_open()
+        return as_key(key) in self._index
+
+    def __iter__(self):
+        self._check_open()
+        for key in self._index:
+            if self._fd < 0:
+                raise DBMError("semidbm database %s was closed during iteration" % self.path)
+            yield key
+
+    def __getitem__(self, key):
+        self._check_open()
+        key = as_key(key)
+        offset, length = self._index[key]
+        read_length = length + CHECKSUM_SIZE if self._verify else length
+        start = offset - self._disk_end
+        if start >= 0:
+            data = bytes(self._buffer[start : start + read_length])
+        else:
+            try:
+                data = _files.read_exactly(self._fd, read_length, offset, self.path)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot read %s" % self.path) from None
+        if not self._verify:
+            return data
+        value = data[:length]
+        (expected,) = _CHECKSUM.unpack_from(data, length)
+        if crc32(value, crc32(key)) != expected:
+            raise DBMChecksumError(
+                "%s: checksum mismatch in the value of key %r at offset %d"
+                % (self.path, key, offset)
+            )
+        return value
+
+    def __setitem__(self, key, value):
+        self._check_writable("write")
+        key = as_key(key)
+        value = as_value(value)
+        record = _encode_put(key, value)
+        offset = self._append(record)
+        self._index[key] = (offset + LENGTHS_SIZE + len(key), len(value))
+
+    def __delitem__(self, key):
+        self._check_writable("delete")
+        key = as_key(key)
+        if key not in self._index:
+            raise KeyError(key)
+        self._append(_encode_delete(key))
+        del self._index[key]
+
+    def _append(self, record):
+        """Add ``record`` to the log and return its offset.
+
+        The buffer is written out first when the record would overflow
+        it; a record larger than the buffer goes straight to the file.
+        If writing fails, the record is not in the log and the error
+        propagates.
+        """
+        if self._torn is not None:
+            self._cut_torn_tail()
+        if len(self._buffer) + len(record) > self._buffer_size:
+            self._flush()
+            if len(record) > self._buffer_size:
+                offset = self._disk_end
+                self._write(record)
+                return offset
+        offset = self._disk_end + len(self._buffer)
+        self._buffer += record
+        return offset
+
+    def _write(self, data):
+        """Append ``data`` to the file; on failure cut off any part written."""
+        try:
+            _files.write_all(self._fd, data)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, self._disk_end)
+            except OSError:
+                self._torn = self._disk_end
+            raise _files.os_error(exc, "cannot write to %s" % self.path) from None
+        self._disk_end += len(data)
+
+    def _flush(self):
+        """Write the buffer to the file (no fsync)."""
+        if self._buffer:
+            self._write(self._buffer)
+            self._buffer = bytearray()
+
+    def _cut_torn_tail(self):
+        try:
+            _files.cut_torn_tail(self._fd, self.path, self._torn)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot cut the torn tail of %s" % self.path) from None
+        self._torn = None
+
+    def sync(self):
+        """Write buffered records to the file and flush it to disk (fsync)."""
+        self._check_writable("sync")
+        self._flush()
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+
+    def compact(self):
+        """Rewrite the live records, oldest first, to a new data file and swap it in.
+
+        The new file is flushed to disk before it is renamed over ``data``,
+        and the directory after, so a crash leaves either the old file or
+        the new one, whole. Memory stays bounded: records are copied in
+        chunks.
+        """
+        self._check_writable("compact")
+        if self._torn is not None:
+            self._cut_torn_tail()
+        self._flush()
+        directory = os.path.dirname(self.path)
+        temporary = os.path.join(directory, COMPACT_NAME)
+        try:
+            index = self._write_compacted(temporary)
+        except BaseException as exc:
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass
+            if isinstance(exc, OSError) and not isinstance(exc, DBMError):
+                raise _files.os_error(exc, "cannot compact %s" % self.path) from None
+            raise
+        os.close(self._fd)
+        self._fd = -1
+        replaced = False
+        failure = None
+        try:
+            os.replace(temporary, self.path)
+            replaced = True
+            _files.fsync_directory(directory)
+        except OSError as exc:
+            failure = _files.os_error(exc, "cannot compact %s" % self.path)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | _files.BINARY)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot reopen %s after compaction" % self.path) from None
+        if replaced:
+            self._index = index
+            self._disk_end = os.fstat(self._fd).st_size
+        if failure is not None:
+            raise failure
+
+    def _write_compacted(self, temporary):
+        """Write the live records to ``temporary`` and return their new index."""
+        mode = os.fstat(self._fd).st_mode & 0o7777
+        entries = sorted(self._index.items(), key=lambda item: item[1][0])
+        index = {}
+        fd = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _files.BINARY, mode
+        )
+        try:
+            os.chmod(temporary, mode)
+            out = bytearray(HEADER)
+            position = HEADER_SIZE
+            for key, (offset, length) in entries:
+                start = offset - LENGTHS_SIZE - len(key)
+                size = LENGTHS_SIZE + len(key) + length + CHECKSUM_SIZE
+                out += _files.read_exactly(self._fd, size, start, self.path)
+                index[key] = (position + LENGTHS_SIZE + len(key), length)
+                position += size
+                if len(out) >= _COMPACT_CHUNK:
+                    _files.write_all(fd, out)
+                    out.clear()
+            _files.write_all(fd, out)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return index
+
+    def close(self):
+        """Flush and fsync buffered records (if writable) and release the file.
+
+        Closing a closed store does nothing.
+        """
+        if self._fd < 0:
+            return
+        try:
+            if self.writable:
+                self.sync()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+            self._index = {}
+            self._buffer = bytearray()
+
+    def __del__(self):
+        # Only the process that opened the file flushes it: a forked child
+        # must not write the parent's buffer.
+        if self._fd >= 0 and self._pid == os.getpid():
+            self.close()

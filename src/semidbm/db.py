@@ -1,0 +1,247 @@
+"""The API layer: opening databases (flags, directories, files) and the db object.
+
+The db object is the kernel's ``Store`` (item access in the kernel, C
+slots for the compiled one) with the rest of the dbm interface added
+here: ``collections.abc.MutableMapping``, ``keys()`` as a list, the
+context manager and ``close(compact=...)``.
+"""
+
+import builtins
+import errno
+import operator
+import os
+import stat
+from collections.abc import MutableMapping
+
+from . import _files, _kernel
+from .errors import DBMError
+from .format import COMPACT_NAME, DATA_NAME, DEFAULT_BUFFER_SIZE, HEADER, MAGIC
+
+implementation, _default_kernel = _kernel.choose()
+
+_FLAGS = ("r", "w", "c", "n")
+_classes = {}
+
+
+def database_class(kernel):
+    """Return the db class built on ``kernel``'s Store (made once per kernel)."""
+    try:
+        return _classes[kernel]
+    except KeyError:
+        pass
+
+    class SemiDBM(kernel.Store, MutableMapping):
+        """A semidbm database: a mutable mapping of bytes keys to bytes values.
+
+        Keys and values may be given as str (stored as UTF-8) or any
+        bytes-like object; values come back as bytes. Writes collect in
+        an append buffer; ``sync()`` and ``close()`` write it out and
+        fsync the file. Made by :func:`semidbm.open`.
+        """
+
+        __slots__ = ()
+
+        def keys(self):
+            """Return a list of all keys (as ``dbm.dumb`` and ``dbm.gnu`` do)."""
+            return list(self)
+
+        def values(self):
+            """Return a list of all values, in the order of ``keys()``."""
+            return [self[key] for key in self.keys()]
+
+        def items(self):
+            """Return a list of all ``(key, value)`` pairs."""
+            return [(key, self[key]) for key in self.keys()]
+
+        def clear(self):
+            """Delete every key (each deletion is appended to the log)."""
+            for key in self.keys():
+                del self[key]
+
+        def close(self, compact=False):
+            """Flush, fsync and close the database; compact it first if asked.
+
+            After ``close()`` every operation raises :class:`semidbm.error`;
+            closing again does nothing.
+            """
+            if compact and not self.closed:
+                self.compact()
+            kernel.Store.close(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            self.close()
+
+        def __repr__(self):
+            state = "closed" if self.closed else ("read-write" if self.writable else "read-only")
+            return "<semidbm database %r, %s>" % (os.path.dirname(self.path), state)
+
+    SemiDBM.__module__ = "semidbm"
+    _classes[kernel] = SemiDBM
+    return SemiDBM
+
+
+def open(
+    filename,
+    flag="r",
+    mode=0o666,
+    *,
+    verify_checksums=False,
+    buffer_size=DEFAULT_BUFFER_SIZE,
+    recover=False,
+):
+    """Open the semidbm database ``filename`` (a directory) and return it.
+
+    ``filename`` may be str, bytes or path-like. ``flag`` is one of:
+
+    - ``'r'``: an existing database, read only (the default);
+    - ``'w'``: an existing database, for reading and writing;
+    - ``'c'``: for reading and writing, created if missing;
+    - ``'n'``: a new, empty database, for reading and writing. An
+      existing semidbm database at the path is emptied; an empty file
+      there is replaced; anything else is an error, never deleted.
+
+    ``'r'`` and ``'w'`` create nothing. ``mode`` gives the data file's
+    permissions (less the umask); the directory gets the same plus the
+    search bit wherever a read bit is set.
+
+    Options:
+
+    ``verify_checksums``
+        Check each value's CRC-32 on every read; a mismatch raises
+        :class:`semidbm.DBMChecksumError`.
+    ``buffer_size``
+        Bytes of records collected before they are written to the file.
+        ``sync()`` and ``close()`` write them out and fsync; a process
+        killed before that loses them. ``0`` writes every record before
+        the call returns (not fsynced), as semidbm 0.5.1 did.
+    ``recover``
+        Open even if the data file ends in an unreadable tail longer
+        than one write buffer (normally refused: it can hide damage
+        inside the log). The tail is left out; a writer cuts it off and
+        keeps its bytes in ``data.torn-OFFSET``. Shorter tails, as a
+        killed writer leaves, are always handled this way, with a
+        :class:`semidbm.TornTailWarning`.
+
+    Raises ``ValueError`` for a bad flag, :class:`semidbm.error` when the
+    database is missing or cannot be opened, and
+    :class:`semidbm.DBMLoadError` when its data file is not a readable
+    semidbm file.
+    """
+    return open_with(
+        _default_kernel,
+        filename,
+        flag,
+        mode,
+        verify_checksums=verify_checksums,
+        buffer_size=buffer_size,
+        recover=recover,
+    )
+
+
+def open_with(
+    kernel,
+    filename,
+    flag="r",
+    mode=0o666,
+    *,
+    verify_checksums=False,
+    buffer_size=DEFAULT_BUFFER_SIZE,
+    recover=False,
+):
+    """Like :func:`open`, on the given kernel module (for tests and tools)."""
+    if flag not in _FLAGS:
+        raise ValueError("flag must be 'r', 'w', 'c' or 'n', not %r" % (flag,))
+    mode = operator.index(mode)
+    buffer_size = operator.index(buffer_size)
+    if buffer_size < 0:
+        raise ValueError("buffer_size must be 0 or more, not %d" % buffer_size)
+    path = os.fsdecode(os.fspath(filename))
+    try:
+        data_path = _prepare(path, flag, mode)
+    except DBMError:
+        raise
+    except OSError as exc:
+        raise _files.os_error(exc, "cannot open semidbm database") from None
+    return database_class(kernel)(
+        data_path, flag != "r", buffer_size, bool(verify_checksums), bool(recover)
+    )
+
+
+def _prepare(path, flag, mode):
+    """Check or create the database directory as ``flag`` asks; return the data file's path."""
+    data_path = os.path.join(path, DATA_NAME)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if flag in "rw":
+            raise DBMError(errno.ENOENT, "no semidbm database", path) from None
+        _create_database(path, mode)
+        return data_path
+    if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag in "cn":
+        os.remove(path)
+        _create_database(path, mode)
+        return data_path
+    if not stat.S_ISDIR(info.st_mode):
+        raise DBMError("not a semidbm database (not a directory): %r" % path)
+    if flag != "r":
+        _remove_leftovers(path)
+    try:
+        data_info = os.stat(data_path)
+    except FileNotFoundError:
+        data_info = None
+    if data_info is not None:
+        if not stat.S_ISREG(data_info.st_mode):
+            raise DBMError("not a semidbm database (data is not a file): %r" % data_path)
+        if flag == "n":
+            if not _starts_like_semidbm(data_path):
+                raise DBMError(
+                    "not a semidbm database (its data file has no semidbm header), "
+                    "refusing to replace it: %r" % data_path
+                )
+            _create_data_file(path, mode)
+        return data_path
+    if flag in "cn" and not os.listdir(path):
+        _create_data_file(path, mode)
+        return data_path
+    raise DBMError("not a semidbm database (no data file): %r" % path)
+
+
+def _starts_like_semidbm(data_path):
+    """True if the file begins with the magic number (or a part of it, if shorter)."""
+    with builtins.open(data_path, "rb") as data:
+        start = data.read(len(MAGIC))
+    return MAGIC.startswith(start)
+
+
+def _remove_leftovers(path):
+    """Remove what a crashed compaction left: ours, or semidbm 0.5.1's ``compact/``.
+
+    Such a file is never read as data: it may hold keys deleted since.
+    """
+    temporary = os.path.join(path, COMPACT_NAME)
+    if os.path.isfile(temporary):
+        os.remove(temporary)
+    old_directory = os.path.join(path, "compact")
+    if os.path.isdir(old_directory) and os.listdir(old_directory) in ([], [DATA_NAME]):
+        old_data = os.path.join(old_directory, DATA_NAME)
+        if os.path.isfile(old_data):
+            os.remove(old_data)
+        os.rmdir(old_directory)
+
+
+def _create_database(path, mode):
+    """Make the directory for a new database and its data file."""
+    os.mkdir(path, mode | ((mode & 0o444) >> 2))
+    _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
+    _create_data_file(path, mode)
+
+
+def _create_data_file(path, mode):
+    """Write an empty data file (just the header) into ``path``, atomically."""
+    temporary = os.path.join(path, COMPACT_NAME)
+    _files.create_file(temporary, HEADER, mode)
+    os.replace(temporary, os.path.join(path, DATA_NAME))
+    _files.fsync_directory(path)

@@ -1,0 +1,34 @@
+"""Constants of the on-disk format (version 1.1, as semidbm 0.4 and 0.5).
+
+A database is a directory holding a file ``data``: an 8-byte header
+(magic ``SEMI``, major and minor version as big-endian 16-bit numbers)
+followed by records. A put record is key length and value length
+(big-endian signed 32-bit), the key, the value and a CRC-32 of key and
+value. A delete record has value length -1 and no value.
+"""
+
+import struct
+
+MAGIC = b"SEMI"
+MAJOR_VERSION = 1
+MINOR_VERSION = 1
+HEADER = MAGIC + struct.pack("!HH", MAJOR_VERSION, MINOR_VERSION)
+HEADER_SIZE = len(HEADER)
+
+#: Size of a record's two length fields.
+LENGTHS_SIZE = 8
+#: Size of a record's trailing checksum.
+CHECKSUM_SIZE = 4
+#: The value length that marks a delete record.
+DELETED = -1
+#: Largest key or value length the signed 32-bit fields can hold.
+MAX_LENGTH = 2**31 - 1
+
+DATA_NAME = "data"
+#: The temporary file a compaction writes before renaming it over ``data``.
+COMPACT_NAME = "data.compact"
+#: Prefix of the files that keep torn tails cut from ``data``.
+TORN_PREFIX = "data.torn-"
+
+#: Default size of the append buffer, in bytes.
+DEFAULT_BUFFER_SIZE = 1024 * 1024

@@ -1,0 +1,382 @@
+"""The data file: exact bytes written, torn tails, corruption, checksums, compaction."""
+
+import os
+import struct
+import warnings
+import zlib
+
+import pytest
+
+import semidbm
+from semidbm.format import DEFAULT_BUFFER_SIZE, HEADER
+
+
+def put_record(key, value):
+    """A put record, built straight from FORMAT.md."""
+    crc = zlib.crc32(key + value) & 0xFFFFFFFF
+    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
+
+
+def delete_record(key):
+    """A delete record, built straight from FORMAT.md."""
+    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key) & 0xFFFFFFFF)
+
+
+def write_data(dbpath, *records, header=HEADER):
+    dbpath.mkdir()
+    (dbpath / "data").write_bytes(header + b"".join(records))
+
+
+def data_bytes(dbpath):
+    return (dbpath / "data").read_bytes()
+
+
+def test_records_are_written_as_the_format_says(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"key"] = b"value"
+        db[b"key"] = b"v2"
+        db[b"other"] = b""
+        del db[b"key"]
+    assert data_bytes(dbpath) == HEADER + put_record(b"key", b"value") + put_record(
+        b"key", b"v2"
+    ) + put_record(b"other", b"") + delete_record(b"key")
+
+
+def test_reads_records_written_from_the_spec(dbopen, dbpath):
+    write_data(
+        dbpath,
+        put_record(b"a", b"1"),
+        put_record(b"b", b"2"),
+        put_record(b"a", b"3"),
+        delete_record(b"b"),
+        put_record(b"c", b""),
+    )
+    with dbopen(dbpath, verify_checksums=True) as db:
+        assert dict(db.items()) == {b"a": b"3", b"c": b""}
+
+
+def test_delete_of_missing_key_in_the_log_is_skipped(dbopen, dbpath):
+    write_data(dbpath, delete_record(b"ghost"), put_record(b"a", b"1"), delete_record(b"a"), delete_record(b"a"))
+    with dbopen(dbpath) as db:
+        assert len(db) == 0
+    write_data_again = dbpath / "data"
+    write_data_again.write_bytes(HEADER + delete_record(b"x") + put_record(b"x", b"1"))
+    with dbopen(dbpath) as db:
+        assert dict(db.items()) == {b"x": b"1"}
+
+
+def test_other_minor_version_is_read(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), header=b"SEMI" + struct.pack("!HH", 1, 7))
+    with dbopen(dbpath) as db:
+        assert db[b"a"] == b"1"
+
+
+@pytest.mark.parametrize(
+    "header, reason",
+    [
+        (b"SEMJ\x00\x01\x00\x01", "magic"),
+        (b"SEMI\x00\x02\x00\x01", "version 2.1"),
+        (b"SEMI\x00\x00\x00\x01", "version 0.1"),
+        (b"SEMI\x00\x01", "shorter than the header"),
+        (b"", "shorter than the header"),
+    ],
+)
+def test_bad_header_is_load_error_naming_file(dbopen, dbpath, header, reason):
+    write_data(dbpath, header=header)
+    for flag in "rwc":
+        with pytest.raises(semidbm.DBMLoadError, match=reason) as info:
+            dbopen(dbpath, flag)
+        assert str(dbpath / "data") in str(info.value)
+    assert data_bytes(dbpath) == header
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [(-1, 5), (-(2**31), 0), (3, -2), (3, -(2**31))],
+    ids=["key-1", "key-min", "value-2", "value-min"],
+)
+def test_negative_lengths_are_corruption_with_offset(dbopen, dbpath, lengths):
+    good = put_record(b"a", b"1")
+    write_data(dbpath, good, struct.pack("!ii", *lengths) + b"x" * 40)
+    with pytest.raises(semidbm.DBMLoadError) as info:
+        dbopen(dbpath, "r", recover=True)
+    message = str(info.value)
+    assert str(dbpath / "data") in message
+    assert "offset %d" % (len(HEADER) + len(good)) in message
+
+
+def torn_cases():
+    record = put_record(b"last-key", b"last-value")
+    return {
+        "half-lengths": record[:5],
+        "lengths-only": record[:8],
+        "half-key": record[:12],
+        "half-value": record[:20],
+        "no-checksum": record[:-4],
+        "half-checksum": record[:-1],
+        "delete-no-checksum": delete_record(b"last-key")[:-2],
+    }
+
+
+@pytest.mark.parametrize("case", sorted(torn_cases()))
+def test_torn_tail_is_dropped_with_warning(dbopen, dbpath, case):
+    tail = torn_cases()[case]
+    records = put_record(b"a", b"1") + put_record(b"last-key", b"old")
+    write_data(dbpath, records, tail)
+    before = data_bytes(dbpath)
+    with pytest.warns(semidbm.TornTailWarning, match="offset %d" % (8 + len(records))):
+        db = dbopen(dbpath, "r")
+    with db:
+        assert dict(db.items()) == {b"a": b"1", b"last-key": b"old"}
+    assert data_bytes(dbpath) == before, "a reader changes nothing"
+
+
+def test_writer_cuts_torn_tail_and_keeps_it(dbopen, dbpath):
+    records = HEADER + put_record(b"a", b"1")
+    tail = put_record(b"b", b"2")[:-3]
+    write_data(dbpath, put_record(b"a", b"1"), tail)
+    with pytest.warns(semidbm.TornTailWarning):
+        db = dbopen(dbpath, "w")
+    assert data_bytes(dbpath) == records + tail, "nothing is cut before the first append"
+    db[b"c"] = b"3"
+    db.close()
+    assert data_bytes(dbpath) == records + put_record(b"c", b"3")
+    kept = dbpath / ("data.torn-%d" % len(records))
+    assert kept.read_bytes() == tail
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with dbopen(dbpath) as again:
+            assert dict(again.items()) == {b"a": b"1", b"c": b"3"}
+
+
+def test_second_cut_at_same_offset_keeps_both_tails(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), b"\x00\x00\x00")
+    offset = 8 + len(put_record(b"a", b"1"))
+    for tail in (b"\x00\x00\x00", b"\x00\x00"):
+        (dbpath / "data").write_bytes(HEADER + put_record(b"a", b"1") + tail)
+        with pytest.warns(semidbm.TornTailWarning):
+            db = dbopen(dbpath, "w")
+        db[b"b"] = b"2"
+        del db[b"b"]
+        db.close()
+    assert (dbpath / ("data.torn-%d" % offset)).read_bytes() == b"\x00\x00\x00"
+    assert (dbpath / ("data.torn-%d.1" % offset)).read_bytes() == b"\x00\x00"
+
+
+def test_compaction_cuts_torn_tail_first(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), put_record(b"a", b"2"), b"\x00\x00\x00\x01\x00")
+    with pytest.warns(semidbm.TornTailWarning):
+        db = dbopen(dbpath, "w")
+    db.compact()
+    db.close()
+    assert data_bytes(dbpath) == HEADER + put_record(b"a", b"2")
+    assert (dbpath / ("data.torn-%d" % (8 + 2 * len(put_record(b"a", b"1"))))).read_bytes() == (
+        b"\x00\x00\x00\x01\x00"
+    )
+
+
+def long_tail():
+    """A tail longer than any buffer: a value length claiming far more than the file holds."""
+    return struct.pack("!ii", 1, 50_000_000) + b"k" + os.urandom(DEFAULT_BUFFER_SIZE + 10)
+
+
+def test_long_unparseable_tail_is_load_error(dbopen, dbpath):
+    tail = long_tail()
+    write_data(dbpath, put_record(b"a", b"1"), tail)
+    before = data_bytes(dbpath)
+    for flag in "rwc":
+        with pytest.raises(semidbm.DBMLoadError, match="recover=True") as info:
+            dbopen(dbpath, flag)
+        assert "offset %d" % (8 + len(put_record(b"a", b"1"))) in str(info.value)
+    assert data_bytes(dbpath) == before
+    assert os.listdir(dbpath) == ["data"]
+
+
+def test_long_tail_within_a_large_buffer_is_dropped(dbopen, dbpath):
+    tail = long_tail()
+    write_data(dbpath, put_record(b"a", b"1"), tail)
+    with pytest.warns(semidbm.TornTailWarning):
+        db = dbopen(dbpath, "r", buffer_size=2 * len(tail))
+    with db:
+        assert dict(db.items()) == {b"a": b"1"}
+
+
+def test_recover_opens_and_keeps_long_tail(dbopen, dbpath):
+    tail = long_tail()
+    write_data(dbpath, put_record(b"a", b"1"), tail)
+    with pytest.warns(semidbm.TornTailWarning):
+        db = dbopen(dbpath, "w", recover=True)
+    db[b"b"] = b"2"
+    db.close()
+    offset = 8 + len(put_record(b"a", b"1"))
+    assert (dbpath / ("data.torn-%d" % offset)).read_bytes() == tail
+    with dbopen(dbpath) as again:
+        assert dict(again.items()) == {b"a": b"1", b"b": b"2"}
+
+
+def test_read_only_recover_changes_nothing(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), long_tail())
+    before = data_bytes(dbpath)
+    with pytest.warns(semidbm.TornTailWarning):
+        with dbopen(dbpath, "r", recover=True) as db:
+            assert dict(db.items()) == {b"a": b"1"}
+    assert data_bytes(dbpath) == before
+    assert os.listdir(dbpath) == ["data"]
+
+
+def corrupt_value(dbpath, value):
+    data = bytearray(data_bytes(dbpath))
+    position = bytes(data).index(value)
+    data[position] ^= 0x01
+    (dbpath / "data").write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["on-disk", "in-buffer"])
+def test_verify_checksums_detects_corruption(dbopen, dbpath, buffered):
+    with dbopen(dbpath, "c") as db:
+        db[b"good"] = b"fine value"
+        db[b"bad"] = b"to be damaged"
+    corrupt_value(dbpath, b"to be damaged")
+    with dbopen(dbpath, "r") as db:
+        assert db[b"bad"] != b"to be damaged", "by default values are not checked"
+    with dbopen(dbpath, "w", verify_checksums=True) as db:
+        assert db[b"good"] == b"fine value"
+        with pytest.raises(semidbm.DBMChecksumError, match="bad"):
+            db[b"bad"]
+        db[b"new"] = b"buffered or not"
+        if not buffered:
+            db.sync()
+        assert db[b"new"] == b"buffered or not"
+
+
+def test_checksum_error_is_module_error(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"k"] = b"value"
+    corrupt_value(dbpath, b"value")
+    with dbopen(dbpath, verify_checksums=True) as db:
+        with pytest.raises(semidbm.error):
+            db[b"k"]
+
+
+def test_compaction_writes_live_records_oldest_first(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"a"] = b"1"
+        db[b"b"] = b"2"
+        db[b"c"] = b"3"
+        db[b"a"] = b"4"
+        del db[b"b"]
+        db[b"b"] = b"5"
+        db[b"d"] = b"6"
+        del db[b"d"]
+        db.compact()
+        assert dict(db.items()) == {b"a": b"4", b"b": b"5", b"c": b"3"}
+        db[b"e"] = b"7"
+    expected = HEADER + put_record(b"c", b"3") + put_record(b"a", b"4") + put_record(
+        b"b", b"5"
+    ) + put_record(b"e", b"7")
+    assert data_bytes(dbpath) == expected
+    assert os.listdir(dbpath) == ["data"]
+
+
+def test_compaction_keeps_a_damaged_checksum_damaged(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"k"] = b"value"
+        db[b"other"] = b"x"
+        db[b"other"] = b"y"
+    corrupt_value(dbpath, b"value")
+    with dbopen(dbpath, "w") as db:
+        db.compact()
+    with dbopen(dbpath, verify_checksums=True) as db:
+        assert db[b"other"] == b"y"
+        with pytest.raises(semidbm.DBMChecksumError):
+            db[b"k"]
+
+
+def test_close_with_compact(dbopen, dbpath):
+    db = dbopen(dbpath, "c")
+    for i in range(100):
+        db[b"k"] = b"%d" % i
+    db.close(compact=True)
+    assert data_bytes(dbpath) == HEADER + put_record(b"k", b"99")
+
+
+def test_compaction_streams_many_records(dbopen, dbpath):
+    with dbopen(dbpath, "c", buffer_size=4096) as db:
+        for i in range(20000):
+            db[b"%08d" % i] = b"v" * (i % 300)
+        for i in range(0, 20000, 3):
+            del db[b"%08d" % i]
+        db.compact()
+        expected = {b"%08d" % i: b"v" * (i % 300) for i in range(20000) if i % 3}
+        assert dict(db.items()) == expected
+    with dbopen(dbpath, verify_checksums=True) as db:
+        assert dict(db.items()) == expected
+
+
+def test_buffer_holds_records_until_sync(dbopen, dbpath):
+    db = dbopen(dbpath, "c", buffer_size=1 << 16)
+    db[b"a"] = b"1"
+    assert data_bytes(dbpath) == HEADER
+    assert db[b"a"] == b"1", "reads see buffered records"
+    db.sync()
+    assert data_bytes(dbpath) == HEADER + put_record(b"a", b"1")
+    db.close()
+
+
+def test_buffer_size_zero_writes_each_record_before_returning(dbopen, dbpath):
+    db = dbopen(dbpath, "c", buffer_size=0)
+    db[b"a"] = b"1"
+    assert data_bytes(dbpath) == HEADER + put_record(b"a", b"1")
+    del db[b"a"]
+    assert data_bytes(dbpath) == HEADER + put_record(b"a", b"1") + delete_record(b"a")
+    db.close()
+
+
+def test_full_buffer_is_written_out(dbopen, dbpath):
+    record = put_record(b"k00", b"x" * 50)
+    db = dbopen(dbpath, "c", buffer_size=3 * len(record))
+    for i in range(3):
+        db[b"k%02d" % i] = b"x" * 50
+    assert data_bytes(dbpath) == HEADER, "three records fit the buffer exactly"
+    db[b"k03"] = b"x" * 50
+    assert len(data_bytes(dbpath)) == 8 + 3 * len(record)
+    db.close()
+    assert len(data_bytes(dbpath)) == 8 + 4 * len(record)
+
+
+def test_record_larger_than_buffer_goes_straight_to_file(dbopen, dbpath):
+    db = dbopen(dbpath, "c", buffer_size=64)
+    db[b"small"] = b"s"
+    db[b"big"] = b"b" * 1000
+    assert data_bytes(dbpath) == HEADER + put_record(b"small", b"s") + put_record(b"big", b"b" * 1000)
+    assert db[b"big"] == b"b" * 1000
+    db.close()
+
+
+def test_same_bytes_for_any_buffer_size(dbopen, tmp_path):
+    contents = []
+    for size in (0, 1, 100, DEFAULT_BUFFER_SIZE):
+        path = tmp_path / ("db%d" % size)
+        with dbopen(path, "c", buffer_size=size) as db:
+            for i in range(300):
+                db[b"key%d" % (i % 70)] = b"v" * i
+                if i % 7 == 0:
+                    del db[b"key%d" % (i % 70)]
+                if i == 150:
+                    db.sync()
+        contents.append(data_bytes(path))
+    assert len(set(contents)) == 1
+
+
+def test_unsynced_writes_of_an_abandoned_process_are_lost_synced_ones_kept(dbopen, dbpath):
+    db = dbopen(dbpath, "c")
+    db[b"synced"] = b"1"
+    db.sync()
+    db[b"buffered"] = b"2"
+    on_disk = data_bytes(dbpath)
+    db.close()
+    copy = dbpath.parent / "crashed.db"
+    copy.mkdir()
+    (copy / "data").write_bytes(on_disk)
+    with dbopen(copy) as crashed:
+        assert dict(crashed.items()) == {b"synced": b"1"}
