@@ -248,6 +248,7 @@ def report(args, runs, absent):
 
     notes = []
     for name in CONTENDERS:
+        # Each distinct note once, in the order the runs gave them.
         for note in dict.fromkeys(n for r in runs.get(name, []) for n in r["notes"]):
             notes.append("- %s: %s." % (name, note))
     if notes:

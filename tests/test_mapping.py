@@ -310,3 +310,16 @@ def test_large_value_round_trip(db, dbopen, dbpath):
     db.close()
     with dbopen(dbpath) as again:
         assert again[b"big"] == value
+
+
+def test_bytes_value_of_2_gib_is_refused(db, dbpath):
+    huge = bytes(2**31)  # calloc'd: zero pages the kernel has not handed out yet
+    db.sync()
+    with pytest.raises(ValueError, match="values are limited"):
+        db[b"k"] = huge
+    with pytest.raises(ValueError, match="keys are limited"):
+        db[huge] = b"v"
+    del huge
+    assert len(db) == 0
+    db.sync()
+    assert os.path.getsize(dbpath / "data") == 8

@@ -270,7 +270,11 @@ CASES = {
     ),
     "unicode_keys": _whole(
         [
-            ("set", "\u043a\u043b\u044e\u0447", "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435"),
+            (
+                "set",
+                "\u043a\u043b\u044e\u0447",
+                "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435",
+            ),
             ("set", "\u952e", b"bytes value"),
             ("set", "\U0001f511", "\U0001f5dd"),
             ("set", "caf\u00e9", "precomposed"),

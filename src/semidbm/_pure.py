@@ -44,6 +44,7 @@ _CHECKSUM = struct.Struct("!I")
 _VERSION = struct.Struct("!HH")
 #: How many bytes a compaction collects before each write.
 _COMPACT_CHUNK = 1 << 20
+_TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % MAX_LENGTH
 
 
 def as_key(key):
@@ -59,7 +60,7 @@ def as_key(key):
             "semidbm keys must be str or bytes-like, not %s" % type(key).__name__
         ) from None
     if view.nbytes > MAX_LENGTH:
-        raise ValueError("semidbm keys are limited to %d bytes" % MAX_LENGTH)
+        raise ValueError(_TOO_LONG % "keys")
     return view.tobytes()
 
 
@@ -76,7 +77,7 @@ def as_value(value):
             "semidbm values must be str or bytes-like, not %s" % type(value).__name__
         ) from None
     if view.nbytes > MAX_LENGTH:
-        raise ValueError("semidbm values are limited to %d bytes" % MAX_LENGTH)
+        raise ValueError(_TOO_LONG % "values")
     return view.tobytes()
 
 
@@ -170,7 +171,6 @@ class Store:
         "_buffer",
         "_buffer_size",
         "_disk_end",
-        "_torn",
         "_verify",
         "_pid",
     )
@@ -183,7 +183,6 @@ class Store:
         self._buffer = bytearray()
         self._buffer_size = buffer_size
         self._verify = verify_checksums
-        self._torn = None
         self._pid = os.getpid()
         flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
         try:
@@ -217,10 +216,13 @@ class Store:
         warnings.warn(
             "%s: dropped a torn tail of %d bytes at offset %d" % (self.path, tail, end),
             TornTailWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         if self.writable:
-            self._torn = end
+            try:
+                _files.cut_torn_tail(fd, self.path, end)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot cut the torn tail of %s" % self.path) from None
 
     @property
     def closed(self):
@@ -244,8 +246,11 @@ class Store:
         return len(self._index)
 
     def __contains__(self, key):
-        self._check_open()
-        return as_key(key) in self._index
+        if self._fd < 0:
+            self._check_open()
+        if type(key) is not bytes:
+            key = as_key(key)
+        return key in self._index
 
     def __iter__(self):
         self._check_open()
@@ -255,8 +260,10 @@ class Store:
             yield key
 
     def __getitem__(self, key):
-        self._check_open()
-        key = as_key(key)
+        if self._fd < 0:
+            self._check_open()
+        if type(key) is not bytes:
+            key = as_key(key)
         offset, length = self._index[key]
         read_length = length + CHECKSUM_SIZE if self._verify else length
         start = offset - self._disk_end
@@ -279,11 +286,15 @@ class Store:
         return value
 
     def __setitem__(self, key, value):
-        self._check_writable("write")
-        key = as_key(key)
-        value = as_value(value)
-        record = _encode_put(key, value)
-        offset = self._append(record)
+        if self._fd < 0 or not self.writable:
+            self._check_writable("write")
+        if type(key) is not bytes:
+            key = as_key(key)
+        if type(value) is not bytes:
+            value = as_value(value)
+        if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
+            raise ValueError(_TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
+        offset = self._append(_encode_put(key, value))
         self._index[key] = (offset + LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
@@ -302,8 +313,6 @@ class Store:
         If writing fails, the record is not in the log and the error
         propagates.
         """
-        if self._torn is not None:
-            self._cut_torn_tail()
         if len(self._buffer) + len(record) > self._buffer_size:
             self._flush()
             if len(record) > self._buffer_size:
@@ -322,7 +331,13 @@ class Store:
             try:
                 os.ftruncate(self._fd, self._disk_end)
             except OSError:
-                self._torn = self._disk_end
+                # The file now ends in a partial record: stop here; the next
+                # open treats it as a torn tail.
+                os.close(self._fd)
+                self._fd = -1
+                raise _files.os_error(
+                    exc, "cannot write to %s (database closed)" % self.path
+                ) from None
             raise _files.os_error(exc, "cannot write to %s" % self.path) from None
         self._disk_end += len(data)
 
@@ -331,13 +346,6 @@ class Store:
         if self._buffer:
             self._write(self._buffer)
             self._buffer = bytearray()
-
-    def _cut_torn_tail(self):
-        try:
-            _files.cut_torn_tail(self._fd, self.path, self._torn)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot cut the torn tail of %s" % self.path) from None
-        self._torn = None
 
     def sync(self):
         """Write buffered records to the file and flush it to disk (fsync)."""
@@ -357,8 +365,6 @@ class Store:
         chunks.
         """
         self._check_writable("compact")
-        if self._torn is not None:
-            self._cut_torn_tail()
         self._flush()
         directory = os.path.dirname(self.path)
         temporary = os.path.join(directory, COMPACT_NAME)
