@@ -6,9 +6,10 @@ errors into :class:`~semidbm.errors.DBMError` with the errno kept.
 """
 
 import os
+import warnings
 
-from .errors import DBMError
-from .format import TORN_PREFIX
+from .errors import DBMError, DBMLoadError, TornTailWarning
+from .format import TORN_PREFIX, torn_tail_limit
 
 #: Flags that keep Windows from translating line endings.
 BINARY = getattr(os, "O_BINARY", 0)
@@ -113,3 +114,33 @@ def cut_torn_tail(fd, data_path, offset):
     os.ftruncate(fd, offset)
     os.fsync(fd)
     return keep_path
+
+
+def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel):
+    """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
+
+    A tail no longer than one write buffer (or any tail, with
+    ``recover``) is torn: it is left out with a TornTailWarning, and a
+    writer cuts it off at once, keeping its bytes beside the data file.
+    A longer one raises DBMLoadError. ``stacklevel`` makes the warning
+    point at the caller of ``semidbm.open``.
+    """
+    if end == size:
+        return
+    tail = size - end
+    if tail > torn_tail_limit(buffer_size) and not recover:
+        raise DBMLoadError(
+            "%s: %d unreadable bytes at offset %d, more than one interrupted "
+            "write leaves; open with recover=True to drop them (a writer "
+            "keeps them in %s%d)" % (path, tail, end, TORN_PREFIX, end)
+        )
+    warnings.warn(
+        "%s: dropped a torn tail of %d bytes at offset %d" % (path, tail, end),
+        TornTailWarning,
+        stacklevel=stacklevel,
+    )
+    if writable:
+        try:
+            cut_torn_tail(fd, path, end)
+        except OSError as exc:
+            raise os_error(exc, "cannot cut the torn tail of %s" % path) from None

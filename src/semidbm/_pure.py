@@ -21,27 +21,23 @@ errors; the test suite runs against each.
 import mmap
 import os
 import struct
-import warnings
 from zlib import crc32
 
 from . import _files
-from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning
+from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     CHECKSUM_SIZE,
     COMPACT_NAME,
-    DEFAULT_BUFFER_SIZE,
     DELETED,
     HEADER,
     HEADER_SIZE,
     LENGTHS_SIZE,
-    MAGIC,
-    MAJOR_VERSION,
     MAX_LENGTH,
+    check_header,
 )
 
 _LENGTHS = struct.Struct("!ii")
 _CHECKSUM = struct.Struct("!I")
-_VERSION = struct.Struct("!HH")
 #: How many bytes a compaction collects before each write.
 _COMPACT_CHUNK = 1 << 20
 _TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % MAX_LENGTH
@@ -79,33 +75,6 @@ def as_value(value):
     if view.nbytes > MAX_LENGTH:
         raise ValueError(_TOO_LONG % "values")
     return view.tobytes()
-
-
-def torn_tail_limit(buffer_size):
-    """The longest unparseable tail that open drops without ``recover=True``.
-
-    One interrupted flush leaves at most one buffer unfinished; the
-    default size is the floor, since the writer that left the tail may
-    have used it.
-    """
-    return max(buffer_size, DEFAULT_BUFFER_SIZE)
-
-
-def check_header(header, path):
-    """Raise DBMLoadError unless ``header`` is a data file header this version reads."""
-    if len(header) < HEADER_SIZE:
-        raise DBMLoadError(
-            "%s: not a semidbm data file (%d bytes, shorter than the header)"
-            % (path, len(header))
-        )
-    if header[:4] != MAGIC:
-        raise DBMLoadError("%s: not a semidbm data file (bad magic number)" % path)
-    major, minor = _VERSION.unpack_from(header, 4)
-    if major != MAJOR_VERSION:
-        raise DBMLoadError(
-            "%s: unsupported format version %d.%d (this semidbm reads %d.x)"
-            % (path, major, minor, MAJOR_VERSION)
-        )
 
 
 def rebuild_index(data, path):
@@ -204,25 +173,7 @@ class Store:
         with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
             self._index, end = rebuild_index(data, self.path)
         self._disk_end = end
-        if end == size:
-            return
-        tail = size - end
-        if tail > torn_tail_limit(buffer_size) and not recover:
-            raise DBMLoadError(
-                "%s: %d unreadable bytes at offset %d, more than one interrupted "
-                "write leaves; open with recover=True to drop them (a writer "
-                "keeps them in data.torn-%d)" % (self.path, tail, end, end)
-            )
-        warnings.warn(
-            "%s: dropped a torn tail of %d bytes at offset %d" % (self.path, tail, end),
-            TornTailWarning,
-            stacklevel=5,
-        )
-        if self.writable:
-            try:
-                _files.cut_torn_tail(fd, self.path, end)
-            except OSError as exc:
-                raise _files.os_error(exc, "cannot cut the torn tail of %s" % self.path) from None
+        _files.settle_tail(fd, self.path, end, size, self.writable, buffer_size, recover, 6)
 
     @property
     def closed(self):

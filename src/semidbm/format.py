@@ -9,6 +9,8 @@ value. A delete record has value length -1 and no value.
 
 import struct
 
+from .errors import DBMLoadError
+
 MAGIC = b"SEMI"
 MAJOR_VERSION = 1
 MINOR_VERSION = 1
@@ -32,3 +34,30 @@ TORN_PREFIX = "data.torn-"
 
 #: Default size of the append buffer, in bytes.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
+
+
+def torn_tail_limit(buffer_size):
+    """The longest unparseable tail that open drops without ``recover=True``.
+
+    One interrupted flush leaves at most one buffer unfinished; the
+    default size is the floor, since the writer that left the tail may
+    have used it.
+    """
+    return max(buffer_size, DEFAULT_BUFFER_SIZE)
+
+
+def check_header(header, path):
+    """Raise DBMLoadError unless ``header`` is a data file header this version reads."""
+    if len(header) < HEADER_SIZE:
+        raise DBMLoadError(
+            "%s: not a semidbm data file (%d bytes, shorter than the header)"
+            % (path, len(header))
+        )
+    if header[:4] != MAGIC:
+        raise DBMLoadError("%s: not a semidbm data file (bad magic number)" % path)
+    major, minor = struct.unpack_from("!HH", header, 4)
+    if major != MAJOR_VERSION:
+        raise DBMLoadError(
+            "%s: unsupported format version %d.%d (this semidbm reads %d.x)"
+            % (path, major, minor, MAJOR_VERSION)
+        )
