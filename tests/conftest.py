@@ -12,7 +12,7 @@ import pytest
 from semidbm import _kernel, db
 
 #: The kernels every test runs against.
-IMPLEMENTATIONS = ["python"]
+IMPLEMENTATIONS = ["python", "cython"]
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)

@@ -9,7 +9,7 @@ import os
 import warnings
 
 from .errors import DBMError, DBMLoadError, TornTailWarning
-from .format import TORN_PREFIX, torn_tail_limit
+from .format import COMPACT_NAME, HEADER, TORN_PREFIX, torn_tail_limit
 
 #: Flags that keep Windows from translating line endings.
 BINARY = getattr(os, "O_BINARY", 0)
@@ -144,3 +144,60 @@ def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel)
             cut_torn_tail(fd, path, end)
         except OSError as exc:
             raise os_error(exc, "cannot cut the torn tail of %s" % path) from None
+
+
+def open_data(path, writable):
+    """Open the data file: read-only, or for appending."""
+    flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
+    try:
+        return os.open(path, flags | BINARY)
+    except OSError as exc:
+        raise os_error(exc, "cannot open semidbm data file") from None
+
+
+def write_compacted(data_path, fd, write_records):
+    """Write a compacted copy of ``data_path`` (open as ``fd``) beside it, flushed to disk.
+
+    The copy gets the data file's permissions and header;
+    ``write_records(out_fd)`` writes the live records after the header.
+    Returns the copy's path and what ``write_records`` returned. On
+    failure the copy is removed and the error raised as a DBMError.
+    """
+    temporary = os.path.join(os.path.dirname(data_path), COMPACT_NAME)
+    try:
+        mode = os.fstat(fd).st_mode & 0o7777
+        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
+        try:
+            os.chmod(temporary, mode)
+            write_all(out, HEADER)
+            result = write_records(out)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    except BaseException as exc:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        if isinstance(exc, OSError) and not isinstance(exc, DBMError):
+            raise os_error(exc, "cannot compact %s" % data_path) from None
+        raise
+    return temporary, result
+
+
+def install_compacted(temporary, data_path):
+    """Rename the compacted copy over the data file, then flush the directory.
+
+    The caller has closed the data file first (Windows cannot rename over
+    an open file). Returns ``(replaced, failure)``: whether the rename
+    happened, and the DBMError to raise once the caller has reopened the
+    data file, or None.
+    """
+    replaced = False
+    try:
+        os.replace(temporary, data_path)
+        replaced = True
+        fsync_directory(os.path.dirname(data_path))
+    except OSError as exc:
+        return replaced, os_error(exc, "cannot compact %s" % data_path)
+    return replaced, None

@@ -27,9 +27,7 @@ from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     CHECKSUM_SIZE,
-    COMPACT_NAME,
     DELETED,
-    HEADER,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
@@ -153,11 +151,7 @@ class Store:
         self._buffer_size = buffer_size
         self._verify = verify_checksums
         self._pid = os.getpid()
-        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
-        try:
-            fd = os.open(data_path, flags | _files.BINARY)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot open semidbm data file") from None
+        fd = _files.open_data(data_path, writable)
         try:
             self._load(fd, buffer_size, recover)
         except BaseException:
@@ -317,63 +311,33 @@ class Store:
         """
         self._check_writable("compact")
         self._flush()
-        directory = os.path.dirname(self.path)
-        temporary = os.path.join(directory, COMPACT_NAME)
-        try:
-            index = self._write_compacted(temporary)
-        except BaseException as exc:
-            try:
-                os.remove(temporary)
-            except OSError:
-                pass
-            if isinstance(exc, OSError) and not isinstance(exc, DBMError):
-                raise _files.os_error(exc, "cannot compact %s" % self.path) from None
-            raise
+        temporary, index = _files.write_compacted(self.path, self._fd, self._write_live_records)
         os.close(self._fd)
         self._fd = -1
-        replaced = False
-        failure = None
-        try:
-            os.replace(temporary, self.path)
-            replaced = True
-            _files.fsync_directory(directory)
-        except OSError as exc:
-            failure = _files.os_error(exc, "cannot compact %s" % self.path)
-        try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | _files.BINARY)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot reopen %s after compaction" % self.path) from None
+        replaced, failure = _files.install_compacted(temporary, self.path)
+        self._fd = _files.open_data(self.path, True)
         if replaced:
             self._index = index
             self._disk_end = os.fstat(self._fd).st_size
         if failure is not None:
             raise failure
 
-    def _write_compacted(self, temporary):
-        """Write the live records to ``temporary`` and return their new index."""
-        mode = os.fstat(self._fd).st_mode & 0o7777
+    def _write_live_records(self, out):
+        """Copy the live records to ``out``, oldest first; return their new index."""
         entries = sorted(self._index.items(), key=lambda item: item[1][0])
         index = {}
-        fd = os.open(
-            temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _files.BINARY, mode
-        )
-        try:
-            os.chmod(temporary, mode)
-            out = bytearray(HEADER)
-            position = HEADER_SIZE
-            for key, (offset, length) in entries:
-                start = offset - LENGTHS_SIZE - len(key)
-                size = LENGTHS_SIZE + len(key) + length + CHECKSUM_SIZE
-                out += _files.read_exactly(self._fd, size, start, self.path)
-                index[key] = (position + LENGTHS_SIZE + len(key), length)
-                position += size
-                if len(out) >= _COMPACT_CHUNK:
-                    _files.write_all(fd, out)
-                    out.clear()
-            _files.write_all(fd, out)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        chunk = bytearray()
+        position = HEADER_SIZE
+        for key, (offset, length) in entries:
+            start = offset - LENGTHS_SIZE - len(key)
+            size = LENGTHS_SIZE + len(key) + length + CHECKSUM_SIZE
+            chunk += _files.read_exactly(self._fd, size, start, self.path)
+            index[key] = (position + LENGTHS_SIZE + len(key), length)
+            position += size
+            if len(chunk) >= _COMPACT_CHUNK:
+                _files.write_all(out, chunk)
+                chunk.clear()
+        _files.write_all(out, chunk)
         return index
 
     def close(self):

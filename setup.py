@@ -1,0 +1,11 @@
+"""Build configuration for the compiled kernel; the metadata lives in setup.cfg."""
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=cythonize(
+        [Extension("semidbm._core", ["src/semidbm/_core.pyx"])],
+        compiler_directives={"language_level": 3},
+    )
+)

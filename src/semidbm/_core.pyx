@@ -1,0 +1,798 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled storage kernel: the same interface and bytes as ``_pure``, at C speed.
+
+- Item access, assignment, deletion, ``in`` and ``len`` are C slots of
+  the ``Store`` extension type.
+- The index is an open-addressing hash table in C (linear probing,
+  backward-shift deletion). A slot holds a record's offset and a 32-bit
+  hash of its key, 12 bytes; the key itself is compared against the
+  record, so the index does not grow with key length.
+- The data file is memory-mapped: reads make no system call. Writers map
+  more than the file holds so that appends rarely need a new mapping;
+  only offsets below the end of the log are ever touched.
+- Appends are encoded, with their CRC-32, straight into a C buffer that
+  reaches the file in large writes; reads of unflushed records come from
+  that buffer.
+- The index is rebuilt on open in C. Every length read from the file is
+  checked before use: a damaged file raises DBMLoadError, never reads out
+  of bounds.
+
+Opening, torn tails and the file swap of a compaction are shared with
+the pure-Python kernel (``_files``): they are not hot.
+"""
+
+import os
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from cpython.unicode cimport PyUnicode_Check
+from libc.errno cimport EINTR, errno
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcmp, memcpy
+from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
+from posix.types cimport pid_t
+from posix.unistd cimport close as close_fd, getpid, write
+
+from . import _files
+from .errors import DBMChecksumError, DBMError, DBMLoadError
+from .format import MAX_LENGTH as _MAX_LENGTH, check_header
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    int PyObject_GetBuffer(object obj, Py_buffer* view, int flags)
+    void PyErr_Clear()
+
+cdef enum:
+    HEADER_SIZE = 8
+    LENGTHS_SIZE = 8
+    CHECKSUM_SIZE = 4
+    RECORD_OVERHEAD = 12
+    DELETED = -1
+    # Slots in the smallest table.
+    MIN_CAPACITY = 16
+    # Bytes a writer maps beyond the end of a small file, so appends rarely remap.
+    MAP_HEADROOM = 1 << 26
+    # Bytes a compaction collects before each write.
+    COMPACT_CHUNK = 1 << 20
+    # Largest single write() (some systems refuse more than 2 GiB at once).
+    WRITE_LIMIT = 1 << 30
+
+cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
+cdef str TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % _MAX_LENGTH
+
+
+# --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), eight bytes a step ---
+
+cdef uint32_t crc_table[8][256]
+
+
+cdef void build_crc_table():
+    cdef uint32_t value
+    cdef int byte, bit, step
+    for byte in range(256):
+        value = byte
+        for bit in range(8):
+            value = (value >> 1) ^ (0xEDB88320 if value & 1 else 0)
+        crc_table[0][byte] = value
+    for byte in range(256):
+        for step in range(1, 8):
+            value = crc_table[step - 1][byte]
+            crc_table[step][byte] = (value >> 8) ^ crc_table[0][value & 0xFF]
+
+
+build_crc_table()
+
+
+cdef inline uint32_t load_le32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef uint32_t crc32(uint32_t crc, const char* data, size_t size) noexcept nogil:
+    """Continue the CRC-32 ``crc`` over ``size`` bytes (start with 0)."""
+    cdef const uint8_t* p = <const uint8_t*>data
+    cdef uint32_t low, high
+    crc = ~crc
+    while size >= 8:
+        low = load_le32(p) ^ crc
+        high = load_le32(p + 4)
+        crc = (crc_table[7][low & 0xFF] ^ crc_table[6][(low >> 8) & 0xFF]
+               ^ crc_table[5][(low >> 16) & 0xFF] ^ crc_table[4][low >> 24]
+               ^ crc_table[3][high & 0xFF] ^ crc_table[2][(high >> 8) & 0xFF]
+               ^ crc_table[1][(high >> 16) & 0xFF] ^ crc_table[0][high >> 24])
+        p += 8
+        size -= 8
+    while size:
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ p[0]) & 0xFF]
+        p += 1
+        size -= 1
+    return ~crc
+
+
+# --- Big-endian fields and key hashing ---
+
+cdef inline uint32_t load_be32(const char* data) noexcept nogil:
+    cdef const uint8_t* p = <const uint8_t*>data
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | (<uint32_t>p[3])
+
+
+cdef inline void store_be32(char* data, uint32_t value) noexcept nogil:
+    cdef uint8_t* p = <uint8_t*>data
+    p[0] = <uint8_t>(value >> 24)
+    p[1] = <uint8_t>(value >> 16)
+    p[2] = <uint8_t>(value >> 8)
+    p[3] = <uint8_t>value
+
+
+cdef inline uint64_t mix(uint64_t value) noexcept nogil:
+    value ^= value >> 32
+    value *= 0xD6E8FEB86659FD93ULL
+    value ^= value >> 32
+    value *= 0xD6E8FEB86659FD93ULL
+    return value ^ (value >> 32)
+
+
+cdef uint64_t random_seed() except? 0:
+    cdef uint64_t seed = 0
+    for byte in os.urandom(8):
+        seed = (seed << 8) | <uint8_t>byte
+    return seed
+
+
+cdef uint64_t hash_seed = random_seed()
+
+
+cdef inline uint32_t hash_key(const char* key, Py_ssize_t size) noexcept nogil:
+    """A 32-bit hash of the key bytes, seeded per process against collision floods."""
+    cdef uint64_t state = hash_seed ^ (<uint64_t>size * 0x9E3779B97F4A7C15ULL)
+    cdef uint64_t word
+    while size >= 8:
+        memcpy(&word, key, 8)
+        state = (state ^ word) * 0x9E3779B97F4A7C15ULL
+        state ^= state >> 29
+        key += 8
+        size -= 8
+    if size:
+        word = 0
+        memcpy(&word, key, size)
+        state = (state ^ word) * 0x9E3779B97F4A7C15ULL
+    return <uint32_t>mix(state)
+
+
+# --- Borrowing the bytes of keys and values ---
+
+cdef struct Borrowed:
+    const char* data
+    Py_ssize_t size
+    Py_buffer view
+    bint has_view
+    PyObject* copy
+
+
+cdef int borrow(object item, Borrowed* out, str what) except -1:
+    """Point ``out`` at the bytes of ``item``: bytes, str (UTF-8) or a buffer.
+
+    A buffer that is not contiguous is copied. Call ``give_back`` after.
+    """
+    out.has_view = False
+    out.copy = NULL
+    if PyBytes_Check(item):
+        out.data = PyBytes_AS_STRING(item)
+        out.size = PyBytes_GET_SIZE(item)
+    elif PyUnicode_Check(item):
+        out.data = PyUnicode_AsUTF8AndSize(item, &out.size)
+    elif PyObject_CheckBuffer(item):
+        if PyObject_GetBuffer(item, &out.view, PyBUF_SIMPLE) == 0:
+            out.has_view = True
+            out.data = <const char*>out.view.buf
+            out.size = out.view.len
+        else:
+            PyErr_Clear()
+            view = memoryview(item)
+            if view.nbytes > MAX_LENGTH:
+                raise ValueError(TOO_LONG % what)
+            copy = view.tobytes()
+            Py_INCREF(copy)
+            out.copy = <PyObject*>copy
+            out.data = PyBytes_AS_STRING(copy)
+            out.size = PyBytes_GET_SIZE(copy)
+    else:
+        raise TypeError(
+            "semidbm %s must be str or bytes-like, not %s" % (what, type(item).__name__)
+        )
+    return 0
+
+
+cdef inline void give_back(Borrowed* borrowed) noexcept:
+    if borrowed.has_view:
+        PyBuffer_Release(&borrowed.view)
+        borrowed.has_view = False
+    Py_XDECREF(borrowed.copy)
+    borrowed.copy = NULL
+
+
+cdef inline void encode_header(char* out, Py_ssize_t key_size, Py_ssize_t value_size) noexcept nogil:
+    store_be32(out, <uint32_t>key_size)
+    store_be32(out + 4, <uint32_t>value_size)
+
+
+# --- The index: one slot per live key ---
+
+cdef packed struct Slot:
+    uint64_t offset   # of the record; 0 marks an empty slot (offset 0 is the header)
+    uint32_t hash
+
+
+cdef class Store:
+    """An open data file: the hash index, the append buffer and the mapping."""
+
+    cdef readonly object path
+    cdef readonly bint writable
+    cdef int fd
+    cdef bint verify
+    cdef pid_t pid
+    # The mapping of the data file; bytes below disk_end belong to the log.
+    cdef const char* map
+    cdef size_t map_size
+    cdef uint64_t disk_end
+    # Records not yet written to the file, logically at disk_end onwards.
+    cdef char* buffer
+    cdef Py_ssize_t buffer_used
+    cdef Py_ssize_t buffer_size
+    # The hash table.
+    cdef Slot* slots
+    cdef size_t capacity
+    cdef size_t count
+    # Bumped whenever keys are added or removed, so iterators notice.
+    cdef uint64_t version
+
+    def __cinit__(self):
+        self.fd = -1
+        self.map = NULL
+        self.buffer = NULL
+        self.slots = NULL
+
+    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover):
+        self.path = data_path
+        self.writable = writable
+        self.verify = verify_checksums
+        self.pid = getpid()
+        self.buffer_size = buffer_size
+        if writable and buffer_size > 0:
+            self.buffer = <char*>malloc(buffer_size)
+            if self.buffer == NULL:
+                raise MemoryError("cannot allocate a buffer of %d bytes" % buffer_size)
+        self.fd = _files.open_data(data_path, writable)
+        try:
+            self.load(buffer_size, recover)
+        except BaseException:
+            self.release()
+            raise
+
+    def __dealloc__(self):
+        self.release()
+
+    def __del__(self):
+        # Only the process that opened the file flushes it: a forked child
+        # must not write the parent's buffer.
+        if self.fd >= 0 and self.pid == getpid():
+            self.close()
+
+    cdef void release(self) noexcept:
+        """Give back the file, the mapping and the memory, writing nothing."""
+        self.unmap()
+        if self.fd >= 0:
+            close_fd(self.fd)
+            self.fd = -1
+        free(self.buffer)
+        self.buffer = NULL
+        self.buffer_used = 0
+        self.clear_index()
+
+    cdef void clear_index(self) noexcept:
+        free(self.slots)
+        self.slots = NULL
+        self.capacity = 0
+        self.count = 0
+        self.version += 1
+
+    cdef void unmap(self) noexcept:
+        if self.map != NULL:
+            munmap(<void*>self.map, self.map_size)
+            self.map = NULL
+            self.map_size = 0
+
+    cdef int map_file(self, uint64_t size) except -1:
+        """Map the data file's first ``size`` bytes (and room to grow, for a writer)."""
+        cdef uint64_t length = size
+        cdef void* mapped
+        if self.writable:
+            length += size if size > MAP_HEADROOM else MAP_HEADROOM
+        if length > <uint64_t>(<size_t>-1):
+            raise DBMError("%s: a file of %d bytes cannot be mapped here" % (self.path, size))
+        mapped = mmap(NULL, <size_t>length, PROT_READ, MAP_SHARED, self.fd, 0)
+        if mapped == MAP_FAILED:
+            self.raise_os_error(errno, "cannot map %s" % self.path)
+        self.unmap()
+        self.map = <const char*>mapped
+        self.map_size = <size_t>length
+        return 0
+
+    cdef int load(self, Py_ssize_t buffer_size, bint recover) except -1:
+        """Map the file, rebuild the index from its log and settle a torn tail."""
+        cdef uint64_t size = os.fstat(self.fd).st_size
+        if size < HEADER_SIZE:
+            check_header(_files.read_at(self.fd, size, 0), self.path)
+        self.map_file(size)
+        check_header(PyBytes_FromStringAndSize(self.map, HEADER_SIZE), self.path)
+        self.clear_index()
+        self.disk_end = size
+        self.disk_end = self.rebuild(size)
+        _files.settle_tail(
+            self.fd, self.path, self.disk_end, size, self.writable, buffer_size, recover, 4
+        )
+        return 0
+
+    cdef uint64_t rebuild(self, uint64_t size) except? 0:
+        """Replay the log into the index; return where parsing stopped."""
+        cdef uint64_t position = HEADER_SIZE
+        cdef uint64_t record_end
+        cdef int32_t key_size, value_size
+        cdef const char* key
+        cdef uint32_t hashed
+        cdef Py_ssize_t slot
+        while size - position >= LENGTHS_SIZE:
+            key_size = <int32_t>load_be32(self.map + position)
+            value_size = <int32_t>load_be32(self.map + position + 4)
+            if key_size < 0 or value_size < DELETED:
+                raise DBMLoadError(
+                    "%s: corrupt record at offset %d (key length %d, value length %d)"
+                    % (self.path, position, key_size, value_size)
+                )
+            record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+            if value_size != DELETED:
+                record_end += <uint64_t>value_size
+            if record_end > size:
+                break
+            key = self.map + position + LENGTHS_SIZE
+            hashed = hash_key(key, key_size)
+            slot = self.find(key, key_size, hashed)
+            if value_size == DELETED:
+                if slot >= 0:
+                    self.remove(slot)
+            elif slot >= 0:
+                self.slots[slot].offset = position
+            else:
+                self.insert(hashed, position)
+            position = record_end
+        return position
+
+    # --- the hash table ---
+
+    cdef inline const char* record(self, uint64_t offset) noexcept nogil:
+        """The bytes of the record at ``offset``: in the mapping or the buffer."""
+        if offset >= self.disk_end:
+            return self.buffer + (offset - self.disk_end)
+        return self.map + offset
+
+    cdef Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
+        """The slot holding ``key``, or -1."""
+        cdef size_t mask, index
+        cdef const char* found
+        if self.capacity == 0:
+            return -1
+        mask = self.capacity - 1
+        index = hashed & mask
+        while self.slots[index].offset != 0:
+            if self.slots[index].hash == hashed:
+                found = self.record(self.slots[index].offset)
+                if <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0:
+                    return index
+            index = (index + 1) & mask
+        return -1
+
+    cdef int reserve(self) except -1:
+        """Make room for one more key: grow the table past three quarters full."""
+        cdef size_t capacity, index, mask, old
+        cdef Slot* slots
+        if (self.count + 1) * 4 <= self.capacity * 3:
+            return 0
+        capacity = self.capacity * 2 if self.capacity else MIN_CAPACITY
+        slots = <Slot*>calloc(capacity, sizeof(Slot))
+        if slots == NULL:
+            raise MemoryError("cannot grow the semidbm index to %d slots" % capacity)
+        mask = capacity - 1
+        for old in range(self.capacity):
+            if self.slots[old].offset != 0:
+                index = self.slots[old].hash & mask
+                while slots[index].offset != 0:
+                    index = (index + 1) & mask
+                slots[index] = self.slots[old]
+        free(self.slots)
+        self.slots = slots
+        self.capacity = capacity
+        self.version += 1
+        return 0
+
+    cdef int insert(self, uint32_t hashed, uint64_t offset) except -1:
+        """Add a key known to be absent."""
+        cdef size_t mask, index
+        self.reserve()
+        mask = self.capacity - 1
+        index = hashed & mask
+        while self.slots[index].offset != 0:
+            index = (index + 1) & mask
+        self.slots[index].offset = offset
+        self.slots[index].hash = hashed
+        self.count += 1
+        self.version += 1
+        return 0
+
+    cdef void remove(self, Py_ssize_t slot) noexcept nogil:
+        """Empty ``slot``, shifting back the entries after it that probed past it."""
+        cdef size_t mask = self.capacity - 1
+        cdef size_t hole = slot
+        cdef size_t index = slot
+        cdef size_t home
+        while True:
+            index = (index + 1) & mask
+            if self.slots[index].offset == 0:
+                break
+            home = self.slots[index].hash & mask
+            # Move the entry into the hole unless its home lies after the
+            # hole (cyclically) and at or before its own place.
+            if (index > hole and (home <= hole or home > index)) or (
+                index < hole and (home <= hole and home > index)
+            ):
+                self.slots[hole] = self.slots[index]
+                hole = index
+        self.slots[hole].offset = 0
+        self.slots[hole].hash = 0
+        self.count -= 1
+        self.version += 1
+
+    # --- checks and errors ---
+
+    cdef int check_open(self) except -1:
+        if self.fd < 0:
+            raise DBMError("semidbm database %s is closed" % self.path)
+        return 0
+
+    cdef int check_writable(self, str action) except -1:
+        self.check_open()
+        if not self.writable:
+            raise DBMError(
+                "cannot %s: semidbm database %s is open read-only" % (action, self.path)
+            )
+        return 0
+
+    cdef int raise_os_error(self, int number, str action) except -1:
+        raise _files.os_error(OSError(number, os.strerror(number)), action)
+
+    # --- writing ---
+
+    cdef int write_out(self, const char* data, Py_ssize_t size) noexcept:
+        """Append ``size`` bytes to the file; 0 or the errno of a failed write."""
+        cdef Py_ssize_t written
+        while size > 0:
+            written = write(self.fd, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
+            if written < 0:
+                if errno == EINTR:
+                    continue
+                return errno
+            data += written
+            size -= written
+        return 0
+
+    cdef int write_failed(self, int number) except -1:
+        """Cut off what a failed write left and raise; close the store if that fails too."""
+        try:
+            os.ftruncate(self.fd, self.disk_end)
+        except OSError:
+            # The file now ends in a partial record: stop here; the next
+            # open treats it as a torn tail.
+            self.release()
+            self.raise_os_error(number, "cannot write to %s (database closed)" % self.path)
+        self.raise_os_error(number, "cannot write to %s" % self.path)
+
+    cdef int grew(self, Py_ssize_t size) except -1:
+        """Account for ``size`` bytes written at the end of the log; remap if needed."""
+        self.disk_end += size
+        if self.disk_end > self.map_size:
+            self.map_file(self.disk_end)
+        return 0
+
+    cdef int flush(self) except -1:
+        """Write the buffer to the file (no fsync)."""
+        cdef int failure
+        if self.buffer_used:
+            failure = self.write_out(self.buffer, self.buffer_used)
+            if failure:
+                self.write_failed(failure)
+            used = self.buffer_used
+            self.buffer_used = 0
+            self.grew(used)
+        return 0
+
+    cdef uint64_t append(self, const char* key, Py_ssize_t key_size,
+                         const char* value, Py_ssize_t value_size) except? 0:
+        """Add a record (``value`` NULL for a delete) to the log; return its offset.
+
+        The buffer is written out first when the record would overflow it;
+        a record larger than the buffer goes straight to the file. If
+        writing fails, the record is not in the log and the error propagates.
+        """
+        cdef Py_ssize_t size = RECORD_OVERHEAD + key_size + (value_size if value != NULL else 0)
+        cdef char head[LENGTHS_SIZE]
+        cdef char tail[CHECKSUM_SIZE]
+        cdef char* out
+        cdef uint64_t offset
+        cdef uint32_t crc = crc32(0, key, key_size)
+        cdef int failure
+        if value != NULL:
+            crc = crc32(crc, value, value_size)
+        if self.buffer_used + size <= self.buffer_size:
+            offset = self.disk_end + self.buffer_used
+            out = self.buffer + self.buffer_used
+            encode_header(out, key_size, value_size if value != NULL else DELETED)
+            memcpy(out + LENGTHS_SIZE, key, key_size)
+            out += LENGTHS_SIZE + key_size
+            if value != NULL:
+                memcpy(out, value, value_size)
+                out += value_size
+            store_be32(out, crc)
+            self.buffer_used += size
+            return offset
+        self.flush()
+        if size <= self.buffer_size:
+            return self.append(key, key_size, value, value_size)
+        encode_header(head, key_size, value_size if value != NULL else DELETED)
+        store_be32(tail, crc)
+        offset = self.disk_end
+        failure = self.write_out(head, LENGTHS_SIZE)
+        if not failure:
+            failure = self.write_out(key, key_size)
+        if not failure and value != NULL:
+            failure = self.write_out(value, value_size)
+        if not failure:
+            failure = self.write_out(tail, CHECKSUM_SIZE)
+        if failure:
+            self.write_failed(failure)
+        self.grew(size)
+        return offset
+
+    # --- the mapping interface ---
+
+    def __len__(self):
+        self.check_open()
+        return self.count
+
+    def __contains__(self, key):
+        cdef Borrowed borrowed
+        cdef Py_ssize_t found
+        self.check_open()
+        borrow(key, &borrowed, "keys")
+        found = self.find(borrowed.data, borrowed.size, hash_key(borrowed.data, borrowed.size))
+        give_back(&borrowed)
+        return found >= 0
+
+    def __getitem__(self, key):
+        cdef Borrowed borrowed
+        if self.fd < 0:
+            self.check_open()
+        if PyBytes_Check(key):
+            return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
+        borrow(key, &borrowed, "keys")
+        try:
+            return self.get(borrowed.data, borrowed.size, key)
+        finally:
+            give_back(&borrowed)
+
+    cdef object get(self, const char* key, Py_ssize_t key_size, object original):
+        cdef Py_ssize_t slot = self.find(key, key_size, hash_key(key, key_size))
+        cdef uint64_t offset
+        cdef const char* found
+        cdef const char* value
+        cdef Py_ssize_t value_size
+        cdef uint32_t expected
+        if slot < 0:
+            raise KeyError(original)
+        offset = self.slots[slot].offset
+        found = self.record(offset)
+        value_size = <int32_t>load_be32(found + 4)
+        if offset < self.disk_end and (
+            value_size < 0 or offset + RECORD_OVERHEAD + key_size + value_size > self.disk_end
+        ):
+            raise DBMError("%s changed under the open database at offset %d" % (self.path, offset))
+        value = found + LENGTHS_SIZE + key_size
+        if self.verify:
+            expected = load_be32(value + value_size)
+            if crc32(crc32(0, key, key_size), value, value_size) != expected:
+                raise DBMChecksumError(
+                    "%s: checksum mismatch in the value of key %r at offset %d"
+                    % (self.path, PyBytes_FromStringAndSize(key, key_size),
+                       offset + LENGTHS_SIZE + key_size)
+                )
+        return PyBytes_FromStringAndSize(value, value_size)
+
+    def __setitem__(self, key, value):
+        cdef Borrowed borrowed_key, borrowed_value
+        cdef uint32_t hashed
+        cdef Py_ssize_t slot
+        cdef uint64_t offset
+        if self.fd < 0 or not self.writable:
+            self.check_writable("write")
+        borrow(key, &borrowed_key, "keys")
+        try:
+            borrow(value, &borrowed_value, "values")
+            try:
+                if borrowed_key.size > MAX_LENGTH:
+                    raise ValueError(TOO_LONG % "keys")
+                if borrowed_value.size > MAX_LENGTH:
+                    raise ValueError(TOO_LONG % "values")
+                hashed = hash_key(borrowed_key.data, borrowed_key.size)
+                slot = self.find(borrowed_key.data, borrowed_key.size, hashed)
+                if slot < 0:
+                    self.reserve()
+                offset = self.append(borrowed_key.data, borrowed_key.size,
+                                     borrowed_value.data, borrowed_value.size)
+                if slot >= 0:
+                    self.slots[slot].offset = offset
+                else:
+                    self.insert(hashed, offset)
+            finally:
+                give_back(&borrowed_value)
+        finally:
+            give_back(&borrowed_key)
+
+    def __delitem__(self, key):
+        cdef Borrowed borrowed
+        cdef Py_ssize_t slot
+        self.check_writable("delete")
+        borrow(key, &borrowed, "keys")
+        try:
+            slot = self.find(borrowed.data, borrowed.size, hash_key(borrowed.data, borrowed.size))
+            if slot < 0:
+                raise KeyError(key)
+            self.append(borrowed.data, borrowed.size, NULL, 0)
+            self.remove(slot)
+        finally:
+            give_back(&borrowed)
+
+    def __iter__(self):
+        self.check_open()
+        return KeyIterator(self)
+
+    @property
+    def closed(self):
+        """True once the store has been closed."""
+        return self.fd < 0
+
+    def sync(self):
+        """Write buffered records to the file and flush it to disk (fsync)."""
+        self.check_writable("sync")
+        self.flush()
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+
+    def compact(self):
+        """Rewrite the live records, oldest first, to a new data file and swap it in.
+
+        The new file is flushed to disk before it is renamed over ``data``,
+        and the directory after, so a crash leaves either the old file or
+        the new one, whole. The log is read in order and each record kept
+        if the index points at it; memory use is one chunk. The index is
+        then rebuilt from the new file.
+        """
+        self.check_writable("compact")
+        self.flush()
+        temporary, _ = _files.write_compacted(self.path, self.fd, lambda out: self.write_live(out))
+        self.unmap()
+        close_fd(self.fd)
+        self.fd = -1
+        replaced, failure = _files.install_compacted(temporary, self.path)
+        self.clear_index()
+        try:
+            self.fd = _files.open_data(self.path, True)
+            self.load(self.buffer_size, False)
+        except BaseException:
+            self.release()
+            raise
+        if failure is not None:
+            raise failure
+
+    cdef int write_live(self, int out) except -1:
+        """Copy the records the index points at to the file ``out``, in log order."""
+        cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
+        cdef uint64_t position = HEADER_SIZE
+        cdef Py_ssize_t used = 0
+        cdef Py_ssize_t size, slot
+        cdef int32_t key_size, value_size
+        cdef const char* record
+        if chunk == NULL:
+            raise MemoryError("cannot allocate the compaction buffer")
+        try:
+            while position < self.disk_end:
+                record = self.map + position
+                key_size = <int32_t>load_be32(record)
+                value_size = <int32_t>load_be32(record + 4)
+                if key_size < 0 or value_size < DELETED or self.disk_end - position < RECORD_OVERHEAD:
+                    raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
+                size = RECORD_OVERHEAD + key_size + (value_size if value_size > 0 else 0)
+                if <uint64_t>size > self.disk_end - position:
+                    raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
+                if value_size != DELETED:
+                    slot = self.find(record + LENGTHS_SIZE, key_size,
+                                     hash_key(record + LENGTHS_SIZE, key_size))
+                    if slot >= 0 and self.slots[slot].offset == position:
+                        if used + size > COMPACT_CHUNK:
+                            self.write_to(out, chunk, used)
+                            used = 0
+                        if size > COMPACT_CHUNK:
+                            self.write_to(out, record, size)
+                        else:
+                            memcpy(chunk + used, record, size)
+                            used += size
+                position += size
+            self.write_to(out, chunk, used)
+        finally:
+            free(chunk)
+        return 0
+
+    cdef int write_to(self, int out, const char* data, Py_ssize_t size) except -1:
+        cdef Py_ssize_t written
+        while size > 0:
+            written = write(out, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
+            if written < 0:
+                if errno == EINTR:
+                    continue
+                raise OSError(errno, os.strerror(errno))
+            data += written
+            size -= written
+        return 0
+
+    def close(self):
+        """Flush and fsync buffered records (if writable) and release the file.
+
+        Closing a closed store does nothing.
+        """
+        if self.fd < 0:
+            return
+        try:
+            if self.writable:
+                self.sync()
+        finally:
+            self.release()
+
+
+cdef class KeyIterator:
+    """Iterates over a Store's keys (as bytes), in table order."""
+
+    cdef Store store
+    cdef size_t position
+    cdef uint64_t version
+
+    def __cinit__(self, Store store):
+        self.store = store
+        self.position = 0
+        self.version = store.version
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef Store store = self.store
+        cdef const char* record
+        if store.fd < 0:
+            raise DBMError("semidbm database %s was closed during iteration" % store.path)
+        if store.version != self.version:
+            raise RuntimeError("semidbm database changed size during iteration")
+        while self.position < store.capacity:
+            self.position += 1
+            if store.slots[self.position - 1].offset != 0:
+                record = store.record(store.slots[self.position - 1].offset)
+                return PyBytes_FromStringAndSize(record + LENGTHS_SIZE, <int32_t>load_be32(record))
+        raise StopIteration
