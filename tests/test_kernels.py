@@ -1,0 +1,260 @@
+"""The two kernels side by side: the same bytes, the same answers to hostile files.
+
+Every other test runs once per kernel; these run both in one test and
+compare what they write and what they raise.
+"""
+
+import functools
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import warnings
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import semidbm
+from semidbm import _kernel, db
+from semidbm.format import HEADER
+
+KERNELS = {name: _kernel.load(name) for name in ("python", "cython")}
+
+keys = st.one_of(st.sampled_from([b"", b"a", b"key", "ключ", b"\x00\xff"]), st.binary(max_size=10))
+values = st.one_of(st.binary(max_size=200), st.text(max_size=20))
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("set"), keys, values),
+        st.tuples(st.just("delete"), keys),
+        st.tuples(st.just("sync")),
+        st.tuples(st.just("compact")),
+        st.tuples(st.just("reopen")),
+        st.tuples(st.just("crash"), st.integers(0, 10_000)),
+    ),
+    max_size=60,
+)
+
+
+def directory_contents(path):
+    """Every file in the database directory and its bytes."""
+    contents = {}
+    for name in sorted(os.listdir(path)):
+        with open(os.path.join(path, name), "rb") as handle:
+            contents[name] = handle.read()
+    return contents
+
+
+def replay(kernel, path, steps, buffer_size):
+    """Run ``steps`` on a new db at ``path``; return what each read and delete answered."""
+    opener = functools.partial(db.open_with, kernel, buffer_size=buffer_size)
+    answers = []
+    database = opener(path, "n")
+    for step in steps:
+        action = step[0]
+        if action == "set":
+            database[step[1]] = step[2]
+            answers.append(database[step[1]])
+        elif action == "delete":
+            try:
+                del database[step[1]]
+                answers.append("deleted")
+            except KeyError:
+                answers.append("missing")
+        elif action == "sync":
+            database.sync()
+        elif action == "compact":
+            database.compact()
+        elif action == "reopen":
+            database.close()
+            database = opener(path, "w")
+        elif action == "crash":
+            data_path = os.path.join(path, "data")
+            with open(data_path, "rb") as handle:
+                on_disk = handle.read()
+            database.close()
+            cut = len(HEADER) + step[1] % (len(on_disk) - len(HEADER) + 1)
+            with open(data_path, "wb") as handle:
+                handle.write(on_disk[:cut])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", semidbm.TornTailWarning)
+                database = opener(path, "w")
+        answers.append(sorted(database.items()))
+    database.close()
+    return answers
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=operations, buffer_size=st.sampled_from([0, 1, 50, 4096, 1 << 20]))
+def test_same_operations_write_the_same_bytes(steps, buffer_size):
+    place = tempfile.mkdtemp(prefix="semidbm-kernels-")
+    try:
+        results = {}
+        for name, kernel in KERNELS.items():
+            path = os.path.join(place, name)
+            answers = replay(kernel, path, steps, buffer_size)
+            results[name] = (answers, directory_contents(path))
+        assert results["python"] == results["cython"]
+    finally:
+        shutil.rmtree(place)
+
+
+def put_record(key, value):
+    crc = zlib.crc32(key + value)
+    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
+
+
+def sample_file():
+    """A small valid data file with puts, updates and deletes."""
+    records = [put_record(b"k%d" % i, b"v" * (i * 7 % 40)) for i in range(12)]
+    records.append(struct.pack("!ii", 2, -1) + b"k3" + struct.pack("!I", zlib.crc32(b"k3")))
+    records.append(put_record(b"k5", b"new"))
+    return HEADER + b"".join(records)
+
+
+mutations = st.one_of(
+    st.tuples(st.just("truncate"), st.integers(0, 10_000)),
+    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(0, 7)),
+    st.tuples(st.just("int32"), st.integers(0, 10_000), st.integers(-(2**31), 2**31 - 1)),
+    st.tuples(st.just("insert"), st.integers(0, 10_000), st.binary(min_size=1, max_size=16)),
+)
+
+
+def mutate(data, changes):
+    data = bytearray(data)
+    for change in changes:
+        position = change[1] % (len(data) + 1)
+        if change[0] == "truncate":
+            del data[position:]
+        elif change[0] == "flip" and position < len(data):
+            data[position] ^= 1 << change[2]
+        elif change[0] == "int32":
+            data[position : position + 4] = struct.pack("!i", change[2])
+        elif change[0] == "insert":
+            data[position:position] = change[2]
+    return bytes(data)
+
+
+def outcome(kernel, path, recover, buffer_size):
+    """What opening and reading a possibly hostile file gives: contents or the error."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            database = db.open_with(
+                kernel, path, "r", verify_checksums=True, recover=recover, buffer_size=buffer_size
+            )
+    except semidbm.DBMLoadError as exc:
+        return ("load error", str(exc))
+    with database:
+        items = {}
+        for key in database.keys():
+            try:
+                items[key] = database[key]
+            except semidbm.DBMChecksumError as exc:
+                items[key] = ("checksum error", str(exc))
+    return ("opened", [str(w.message) for w in caught], items)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    changes=st.lists(mutations, min_size=1, max_size=4),
+    recover=st.booleans(),
+    buffer_size=st.sampled_from([0, 16]),
+)
+def test_hostile_files_give_the_same_answer_from_both_kernels(changes, recover, buffer_size):
+    place = tempfile.mkdtemp(prefix="semidbm-hostile-")
+    try:
+        path = os.path.join(place, "db")
+        os.mkdir(path)
+        with open(os.path.join(path, "data"), "wb") as handle:
+            handle.write(mutate(sample_file(), changes))
+        results = {name: outcome(kernel, path, recover, buffer_size) for name, kernel in KERNELS.items()}
+        assert results["python"] == results["cython"]
+    finally:
+        shutil.rmtree(place)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_garbage_after_the_header_is_load_error_or_opens(seed, tmp_path):
+    rng = random.Random(seed)
+    for attempt in range(200):
+        path = tmp_path / ("db%d" % attempt)
+        path.mkdir()
+        (path / "data").write_bytes(HEADER + rng.randbytes(rng.randrange(0, 300)))
+        results = {
+            name: outcome(kernel, path, rng.random() < 0.5, 0) for name, kernel in KERNELS.items()
+        }
+        assert results["python"] == results["cython"]
+        assert results["python"][0] in ("opened", "load error")
+
+
+def test_compiled_item_access_is_the_kernels_c_slots():
+    core = KERNELS["cython"]
+    database_class = db.database_class(core)
+    for name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"):
+        assert name not in vars(database_class), name
+        method = getattr(database_class, name)
+        assert method is getattr(core.Store, name), name
+        assert type(method).__name__ == "wrapper_descriptor", name
+
+
+def test_many_keys_with_deletes_and_reinserts(dbopen, dbpath):
+    rng = random.Random(7)
+    model = {}
+    with dbopen(dbpath, "c", buffer_size=1 << 16) as database:
+        for i in range(60_000):
+            key = b"%d" % rng.randrange(40_000)
+            if rng.random() < 0.3 and key in model:
+                del database[key]
+                del model[key]
+            else:
+                database[key] = key * 2
+                model[key] = key * 2
+        assert len(database) == len(model)
+        assert all(database[key] == value for key, value in model.items())
+        assert sum(1 for i in range(40_000) if b"%d" % i in database) == len(model)
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == model
+
+
+MEMORY_SCRIPT = r"""
+import gc, os, sys
+import semidbm
+
+def anonymous_resident():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+
+path, count, key_size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+assert semidbm.implementation == "cython"
+with semidbm.open(path, "n") as db:
+    for i in range(count):
+        db[b"%0*d" % (key_size, i)] = b"v" * 20
+gc.collect()
+before = anonymous_resident()
+db = semidbm.open(path, "r")
+assert len(db) == count and db[b"%0*d" % (key_size, 5)] == b"v" * 20
+gc.collect()
+print((anonymous_resident() - before) / count)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("key_size", [16, 64])
+def test_compiled_index_takes_at_most_32_bytes_per_key(tmp_path, key_size):
+    env = {k: v for k, v in os.environ.items() if k != "SEMIDBM_PURE_PYTHON"}
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path / "db"), "2000000", str(key_size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    per_key = float(result.stdout)
+    assert 0 < per_key <= 32, per_key
