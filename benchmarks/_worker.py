@@ -15,27 +15,41 @@ so every contender in a repetition gets the same data. Then it times,
 in this order:
 
 - fill_sequential: set every key in index order in a new db, then close it;
+- reopen (in another fresh process, see below): open the db that
+  fill_sequential wrote, take its length and look up one key;
 - read_sequential: reopen, read every key in the order it was written;
 - read_random: read every key in a shuffled order;
 - read_hot: read keys drawn from a random 1% of them, as many reads as keys;
 - delete_sequential: delete every key in index order, then close;
 - fill_random: set every key in a shuffled order in a new db, then close it.
 
-Opening a db is never timed; closing a written one always is, since that
-is where a dbm flushes its writes (each contender at its default
-durability, described in the output). The results are read back and
-compared in the same run: any mismatch ends the process with an error.
+Opening a db is not timed (but for reopen); closing a written one always
+is, since that is where a dbm flushes its writes (each contender at its
+default durability, described in the output). The results are read back
+and compared in the same run: any mismatch ends the process with an error.
+
+The reopen runs in a child process (this script with ``--reopen``) so
+that it also measures the memory the reopened db keeps: a process that
+has just filled a db may hold freed memory its allocator reuses, which
+would hide part of it. The child builds the data set, reads its
+anonymous resident memory (RssAnon, after ``gc.collect()``), reopens the
+db, reads it again and reports the difference per key. For the dict,
+which has no file, the child builds the dict from the data set instead,
+and nothing is timed.
 
 Prints one JSON object: the contender's name, implementation, Python
-version, durability, operations per second for each workload and notes
-on anything measured differently. A contender whose module cannot be
+version, durability, operations per second for each workload, the
+reopen's seconds, the index memory in bytes per key and notes on
+anything measured differently. A contender whose module cannot be
 imported prints ``{"contender": ..., "missing": reason}`` instead.
 """
 
 import argparse
+import gc
 import json
 import platform
 import random
+import subprocess
 import sys
 from time import perf_counter
 
@@ -45,13 +59,18 @@ SAMPLE_SIZE = 1000
 #: Smallest block of random bytes that the values are sliced from.
 BLOCK_SIZE = 1 << 20
 
+#: Smallest LMDB map size: room for its meta pages and a small tree.
+MIN_MAP_SIZE = 1 << 20
+
 
 class Contender:
-    """A dbm module under test: how to open, close and describe its databases.
+    """A dbm module under test: how to open, fill, read and delete in its databases.
 
+    The defaults drive a dbm object (``db[key]`` in a plain loop).
     Subclasses import their module in ``__init__`` (so a missing one
     raises ImportError there) and set ``implementation`` and
-    ``durability`` for the report.
+    ``durability`` for the report; one that is not a dbm overrides the
+    timed methods with its own plain loops.
     """
 
     #: At most this many keys are deleted in delete_sequential (None: all).
@@ -65,19 +84,67 @@ class Contender:
         """Close ``db``, flushing what was written as the module does by default."""
         db.close()
 
+    def length(self, db):
+        """Return the number of keys in ``db``."""
+        return len(db)
+
+    def lookup(self, db, key):
+        """Return the value of ``key`` in ``db``, or None if it is not there."""
+        return db[key] if key in db else None
+
+    def time_fill(self, path, items):
+        """Set each ``(key, value)`` of ``items`` in a new db at ``path``; return seconds taken."""
+        db = self.open(path, "n")
+        start = perf_counter()
+        for key, value in items:
+            db[key] = value
+        self.close(db)
+        return perf_counter() - start
+
+    def time_reads(self, db, keys):
+        """Read ``db[key]`` for each of ``keys``; return seconds taken."""
+        start = perf_counter()
+        for key in keys:
+            db[key]
+        return perf_counter() - start
+
+    def time_deletes(self, path, keys):
+        """Delete ``keys`` from the db at ``path``, then close it; return seconds taken."""
+        db = self.open(path, "w")
+        start = perf_counter()
+        for key in keys:
+            del db[key]
+        self.close(db)
+        return perf_counter() - start
+
+    def time_reopen(self, path, keys, values):
+        """Open the db at ``path``, take its length and look up one key.
+
+        The db holds ``keys`` and ``values`` as fill_sequential left it;
+        the key looked up is the middle one. Returns ``(seconds, db)``:
+        the db stays open, so that the caller can measure the memory it
+        keeps, and must close it.
+        """
+        key = keys[len(keys) // 2]
+        start = perf_counter()
+        db = self.open(path, "r")
+        self.length(db)
+        db[key]
+        return perf_counter() - start, db
+
 
 class OurSemidbm(Contender):
-    """Our semidbm, on the kernel ``semidbm.implementation`` names."""
+    """Our semidbm, on the kernel ``semidbm.implementation`` names, which must be ``kernel``."""
 
     durability = "close() writes its buffer and fsyncs the data file"
 
-    def __init__(self, expected_kernel=None):
+    def __init__(self, kernel):
         import semidbm
 
         if semidbm.__version__ == "0.5.1":
             sys.exit("expected our semidbm, but this interpreter imports semidbm 0.5.1")
-        if expected_kernel is not None and semidbm.implementation != expected_kernel:
-            sys.exit("expected the %s kernel, got %s" % (expected_kernel, semidbm.implementation))
+        if semidbm.implementation != kernel:
+            sys.exit("expected the %s kernel, got %s" % (kernel, semidbm.implementation))
         self.module = semidbm
         self.implementation = "semidbm %s, %s kernel" % (semidbm.__version__, semidbm.implementation)
 
@@ -86,6 +153,7 @@ class Semidbm051(Contender):
     """The original pure-Python semidbm 0.5.1 from PyPI."""
 
     durability = "every write goes straight to the file; close() fsyncs"
+    implementation = "semidbm 0.5.1, pure Python"
 
     def __init__(self):
         import semidbm
@@ -93,7 +161,10 @@ class Semidbm051(Contender):
         if semidbm.__version__ != "0.5.1":
             sys.exit("expected semidbm 0.5.1, this interpreter imports %s" % semidbm.__version__)
         self.module = semidbm
-        self.implementation = "semidbm 0.5.1, pure Python"
+
+    def length(self, db):
+        """Return the number of keys: 0.5.1 has no ``len()``, but its ``keys()`` is a dict view."""
+        return len(db.keys())
 
 
 class Gnu(Contender):
@@ -131,6 +202,88 @@ class Dumb(Contender):
         self.module = dbm.dumb
 
 
+class Lmdb(Contender):
+    """LMDB through its own Python binding, called the way its users call it.
+
+    A db is an LMDB environment (a directory). Every timed loop is the
+    binding's native call in a plain loop: a fill is one write
+    transaction of ``txn.put``, committed, then the environment closed;
+    a read pass is one read transaction of ``txn.get``; a delete is one
+    write transaction of ``txn.delete``, committed, then closed.
+    Everything else is at LMDB's defaults, durability among them: the
+    commit flushes the data and then the meta page to disk.
+    """
+
+    durability = (
+        "default sync=True, metasync=True: the commit fdatasyncs the data file, then "
+        "writes the meta page through an O_DSYNC descriptor (strace); close() adds nothing"
+    )
+
+    def __init__(self, map_size):
+        import lmdb
+
+        self.module = lmdb
+        self.map_size = map_size
+        self.implementation = "py-lmdb %s, LMDB %s; map_size %d MiB" % (
+            lmdb.__version__,
+            ".".join(map(str, lmdb.version())),
+            map_size >> 20,
+        )
+
+    def open(self, path, flag):
+        """Open the environment at ``path``, read-only for flag "r".
+
+        Flag "n" makes a new one only because the worker's fill paths do
+        not exist yet (``lmdb.open`` creates the directory).
+        """
+        return self.module.open(path, map_size=self.map_size, readonly=flag == "r")
+
+    def length(self, env):
+        """Return the number of entries, from a read transaction's statistics."""
+        with env.begin() as txn:
+            return txn.stat()["entries"]
+
+    def lookup(self, env, key):
+        """Return the value of ``key`` (None if absent), in a read transaction of its own."""
+        with env.begin() as txn:
+            return txn.get(key)
+
+    def time_fill(self, path, items):
+        env = self.open(path, "n")
+        start = perf_counter()
+        with env.begin(write=True) as txn:
+            for key, value in items:
+                txn.put(key, value)
+        env.close()
+        return perf_counter() - start
+
+    def time_reads(self, env, keys):
+        with env.begin() as txn:
+            start = perf_counter()
+            for key in keys:
+                txn.get(key)
+            return perf_counter() - start
+
+    def time_deletes(self, path, keys):
+        env = self.open(path, "w")
+        start = perf_counter()
+        with env.begin(write=True) as txn:
+            for key in keys:
+                txn.delete(key)
+        env.close()
+        return perf_counter() - start
+
+    def time_reopen(self, path, keys, values):
+        """Open the environment, read its number of entries and one key in one read transaction."""
+        key = keys[len(keys) // 2]
+        start = perf_counter()
+        env = self.open(path, "r")
+        with env.begin() as txn:
+            txn.stat()["entries"]
+            txn.get(key)
+        return perf_counter() - start, env
+
+
 class InMemoryDict(Contender):
     """A plain dict: the ceiling that no db keeping its data in a file can beat.
 
@@ -152,15 +305,26 @@ class InMemoryDict(Contender):
     def close(self, db):
         pass
 
+    def time_reopen(self, path, keys, values):
+        """Build the dict from the data set: there is no file to reopen, so nothing is timed."""
+        return None, dict(zip(keys, values))
 
-#: How to make each contender, by the name ``compare.py`` passes.
+
+def lmdb_map_size(args):
+    """Return LMDB's map size: 8 times the data set's size, rounded up to a power of two."""
+    wanted = 8 * args.keys * (args.key_size + args.value_size)
+    return max(MIN_MAP_SIZE, 1 << (wanted - 1).bit_length())
+
+
+#: How to make each contender, by the name ``compare.py`` passes, from the arguments.
 CONTENDERS = {
-    "semidbm-python": lambda: OurSemidbm(expected_kernel="python"),
-    "semidbm": OurSemidbm,
-    "semidbm-0.5.1": Semidbm051,
-    "dbm.gnu": Gnu,
-    "dbm.dumb": Dumb,
-    "dict": InMemoryDict,
+    "semidbm": lambda args: OurSemidbm("cython"),
+    "semidbm-python": lambda args: OurSemidbm("python"),
+    "semidbm-0.5.1": lambda args: Semidbm051(),
+    "dbm.gnu": lambda args: Gnu(),
+    "dbm.dumb": lambda args: Dumb(),
+    "lmdb": lambda args: Lmdb(lmdb_map_size(args)),
+    "dict": lambda args: InMemoryDict(),
 }
 
 
@@ -184,54 +348,75 @@ def shuffled(items, rng):
     return items
 
 
-def time_fill(contender, path, items):
-    """Set each ``(key, value)`` of ``items`` in a new db at ``path``; return seconds taken."""
-    db = contender.open(path, "n")
-    start = perf_counter()
-    for key, value in items:
-        db[key] = value
-    contender.close(db)
-    return perf_counter() - start
+def anonymous_memory():
+    """Return this process's anonymous resident memory in bytes (RssAnon, Linux only).
+
+    Collects garbage first, so that the figure holds only what is reachable.
+    """
+    gc.collect()
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    sys.exit("no RssAnon in /proc/self/status")
 
 
-def time_reads(db, keys):
-    """Read ``db[key]`` for each of ``keys``; return seconds taken."""
-    start = perf_counter()
-    for key in keys:
-        db[key]
-    return perf_counter() - start
-
-
-def time_deletes(contender, path, keys):
-    """Delete ``keys`` from the db at ``path``, then close it; return seconds taken."""
-    db = contender.open(path, "w")
-    start = perf_counter()
-    for key in keys:
-        del db[key]
-    contender.close(db)
-    return perf_counter() - start
-
-
-def check_contents(db, present, absent, expected_length):
+def check_contents(contender, db, present, absent, expected_length):
     """Exit with an error unless ``db`` holds exactly the expected data.
 
     ``present`` is a list of ``(key, value)`` pairs that must be found
     with those values, ``absent`` a list of keys that must not be found.
     """
-    # len(db.keys()): semidbm 0.5.1 has keys() but no len().
-    length = len(db.keys())
+    length = contender.length(db)
     if length != expected_length:
         sys.exit("db has %d keys, expected %d" % (length, expected_length))
     for key, value in present:
-        if db[key] != value:
+        if contender.lookup(db, key) != value:
             sys.exit("wrong value for key %r" % (key,))
     for key in absent:
-        if key in db:
+        if contender.lookup(db, key) is not None:
             sys.exit("deleted key %r is still there" % (key,))
 
 
+def sequential_path(args):
+    """Return the path of the db that fill_sequential writes."""
+    return "%s/sequential" % args.dir
+
+
+def measure_reopen(contender, args):
+    """Reopen the db fill_sequential wrote; return ``(seconds or None, index bytes per key)``.
+
+    Run in a fresh process (``--reopen``). The data set is built before
+    the first memory reading, so that only what the reopened db keeps
+    is counted.
+    """
+    count = args.keys
+    keys, values, rng = make_data(count, args.key_size, args.value_size, args.seed)
+    # Sampled by index, so as to leave no garbage behind before the first reading.
+    sample = [(keys[i], values[i]) for i in rng.sample(range(count), min(count, SAMPLE_SIZE))]
+    before = anonymous_memory()
+    seconds, db = contender.time_reopen(sequential_path(args), keys, values)
+    after = anonymous_memory()
+    check_contents(contender, db, sample, [], count)
+    contender.close(db)
+    return seconds, (after - before) / count
+
+
+def reopen_in_child(args):
+    """Run ``measure_reopen`` in a fresh process of this interpreter; return its result."""
+    command = [sys.executable, __file__, "--reopen"] + sys.argv[1:]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit("the reopen failed (exit status %d):\n%s" % (done.returncode, done.stderr.strip()))
+    return json.loads(done.stdout)
+
+
 def run(contender, args):
-    """Time every workload on ``contender``; return ``(ops per second by workload, notes)``."""
+    """Time every workload on ``contender``; return the results for the JSON output.
+
+    That is a dict: ``ops_per_sec`` by workload, ``reopen_seconds``,
+    ``index_bytes_per_key`` and ``notes``.
+    """
     count = args.keys
     keys, values, rng = make_data(count, args.key_size, args.value_size, args.seed)
     pairs = list(zip(keys, values))
@@ -241,28 +426,31 @@ def run(contender, args):
     random_pairs = shuffled(pairs, rng)
     # keys[:None] is every key.
     deleted = keys[: contender.max_deletes]
-    sequential_path = "%s/sequential" % args.dir
     random_path = "%s/random" % args.dir
 
     ops = {}
     notes = []
-    ops["fill_sequential"] = count / time_fill(contender, sequential_path, pairs)
+    ops["fill_sequential"] = count / contender.time_fill(sequential_path(args), pairs)
+    reopen = reopen_in_child(args)
 
-    db = contender.open(sequential_path, "r")
-    ops["read_sequential"] = count / time_reads(db, keys)
-    ops["read_random"] = count / time_reads(db, random_keys)
-    ops["read_hot"] = count / time_reads(db, hot_keys)
-    check_contents(db, sample, [], count)
+    db = contender.open(sequential_path(args), "r")
+    ops["read_sequential"] = count / contender.time_reads(db, keys)
+    ops["read_random"] = count / contender.time_reads(db, random_keys)
+    ops["read_hot"] = count / contender.time_reads(db, hot_keys)
+    check_contents(contender, db, sample, [], count)
     contender.close(db)
 
-    ops["delete_sequential"] = len(deleted) / time_deletes(contender, sequential_path, deleted)
+    ops["delete_sequential"] = len(deleted) / contender.time_deletes(
+        sequential_path(args), deleted
+    )
     if len(deleted) < count:
         notes.append(
             "delete_sequential timed over the first %d of the %d keys only" % (len(deleted), count)
         )
     gone = set(deleted)
-    db = contender.open(sequential_path, "r")
+    db = contender.open(sequential_path(args), "r")
     check_contents(
+        contender,
         db,
         [pair for pair in sample if pair[0] not in gone],
         [key for key, _ in sample if key in gone],
@@ -270,11 +458,16 @@ def run(contender, args):
     )
     contender.close(db)
 
-    ops["fill_random"] = count / time_fill(contender, random_path, random_pairs)
+    ops["fill_random"] = count / contender.time_fill(random_path, random_pairs)
     db = contender.open(random_path, "r")
-    check_contents(db, sample, [], count)
+    check_contents(contender, db, sample, [], count)
     contender.close(db)
-    return ops, notes
+    return {
+        "ops_per_sec": ops,
+        "reopen_seconds": reopen["seconds"],
+        "index_bytes_per_key": reopen["bytes_per_key"],
+        "notes": notes,
+    }
 
 
 def main():
@@ -285,26 +478,30 @@ def main():
     parser.add_argument("--key-size", type=int, required=True)
     parser.add_argument("--dir", required=True, help="an empty directory for the databases")
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument(
+        "--reopen",
+        action="store_true",
+        help="only reopen the db fill_sequential wrote (the worker runs itself so)",
+    )
     args = parser.parse_args()
 
     try:
-        contender = CONTENDERS[args.contender]()
+        contender = CONTENDERS[args.contender](args)
     except ImportError as exc:
         print(json.dumps({"contender": args.contender, "missing": str(exc)}))
         return
-    ops, notes = run(contender, args)
-    print(
-        json.dumps(
-            {
-                "contender": args.contender,
-                "implementation": contender.implementation,
-                "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
-                "durability": contender.durability,
-                "ops_per_sec": ops,
-                "notes": notes,
-            }
-        )
-    )
+    if args.reopen:
+        seconds, bytes_per_key = measure_reopen(contender, args)
+        print(json.dumps({"seconds": seconds, "bytes_per_key": bytes_per_key}))
+        return
+    result = {
+        "contender": args.contender,
+        "implementation": contender.implementation,
+        "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
+        "durability": contender.durability,
+    }
+    result.update(run(contender, args))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

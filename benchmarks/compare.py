@@ -8,12 +8,15 @@ Usage::
 The workloads and the rules for a fair comparison are in
 ``/work/shared/BENCHMARK.md``. The contenders:
 
+- ``semidbm``: our package on its compiled (Cython) kernel; the worker
+  stops with an error if ``semidbm.implementation`` is anything else;
 - ``semidbm-python``: our package with ``SEMIDBM_PURE_PYTHON=1``;
-- ``semidbm``: our package on the kernel it picks by itself;
 - ``semidbm-0.5.1``: the original from PyPI, run by ``.venv-v051/bin/python``
   (or by ``$SEMIDBM_V051_PYTHON`` if set), since it has our import name;
 - ``dbm.gnu`` and ``dbm.dumb`` from the standard library (dumb only up to
   100,000 keys unless ``--with-dumb``: it is slow);
+- ``lmdb``: LMDB through its native binding (write transactions of
+  ``put``/``delete``, read transactions of ``get``), at its default durability;
 - ``dict``: the ceiling, since nothing that keeps its data in a file beats it.
 
 Each run of a contender is a fresh process (``benchmarks/_worker.py``)
@@ -25,10 +28,16 @@ is the median of the per-repetition ratios. The databases go in the
 system's temporary directory (``$TMPDIR`` to choose another; its
 filesystem is named in the report, since fsync costs differ).
 
+Besides the workloads, each run measures (in a fresh process) the time
+to reopen the db that fill_sequential wrote (open, length, one lookup)
+and the anonymous memory the reopened db keeps, per key: that is the
+price of semidbm's in-memory index, which the others may not pay.
+
 The report is a Markdown document on stdout (and in ``--out``): the
 machine, the parameters and this command line, then the median
-operations per second, then the ratios of ``semidbm-python`` and
-``semidbm`` to every other contender. Progress goes to stderr.
+operations per second, the ratios of ``semidbm`` and ``semidbm-python``
+to every other contender, the reopen times with their ratios and the
+index memory. Progress goes to stderr.
 """
 
 import argparse
@@ -46,10 +55,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "_worker.py")
 
-CONTENDERS = ["semidbm-python", "semidbm", "semidbm-0.5.1", "dbm.gnu", "dbm.dumb", "dict"]
+CONTENDERS = [
+    "semidbm",
+    "semidbm-python",
+    "semidbm-0.5.1",
+    "dbm.gnu",
+    "dbm.dumb",
+    "lmdb",
+    "dict",
+]
 
 #: The contenders the ratio tables compare against all the others.
-BASELINES = ["semidbm-python", "semidbm"]
+BASELINES = ["semidbm", "semidbm-python"]
 
 #: In the order the worker runs them.
 WORKLOADS = [
@@ -145,6 +162,11 @@ def format_ops(value):
     return "{:,.0f}".format(value)
 
 
+def format_seconds(value):
+    """Format seconds to the ten microseconds, e.g. ``0.01234``."""
+    return "{:.5f}".format(value)
+
+
 def format_ratio(value):
     """Format a ratio of speeds, e.g. ``1.23x``."""
     return "{:.2f}x".format(value)
@@ -181,7 +203,8 @@ def report(args, runs, absent):
         "for every contender in a repetition (seed = repetition number)"
         % (format_ops(args.keys), args.key_size, args.value_size, args.repeat),
         "- Figures are operations per second over a whole pass (higher is better). "
-        "Opening a db is not timed; closing a written one is. "
+        "Opening a db is not timed; closing a written one (for lmdb: committing the "
+        "transaction and closing the environment) is. "
         "Every run read back a sample of its data and checked it.",
         "",
         "## Contenders",
@@ -213,9 +236,12 @@ def report(args, runs, absent):
         "",
     ]
 
+    def absent_cell(name):
+        return "missing" if absent[name].startswith("missing") else "not run"
+
     def cell(name, workload):
         if name not in runs:
-            return "missing" if absent[name].startswith("missing") else "not run"
+            return absent_cell(name)
         return format_ops(statistics.median(r["ops_per_sec"][workload] for r in runs[name]))
 
     rows = [[workload] + [cell(name, workload) for name in CONTENDERS] for workload in WORKLOADS]
@@ -245,6 +271,65 @@ def report(args, runs, absent):
             markdown_table(["workload"] + ["vs %s" % name for name in others], rows),
             "",
         ]
+
+    def reopen_cell(name):
+        if name not in runs:
+            return absent_cell(name)
+        if runs[name][0]["reopen_seconds"] is None:
+            return "n/a"
+        return format_seconds(statistics.median(r["reopen_seconds"] for r in runs[name]))
+
+    def reopen_ratio(baseline, name):
+        if name == baseline:
+            return ""
+        if name not in runs or runs[name][0]["reopen_seconds"] is None:
+            return reopen_cell(name)
+        per_repetition = [
+            theirs["reopen_seconds"] / mine["reopen_seconds"]
+            for mine, theirs in zip(runs[baseline], runs[name])
+        ]
+        return format_ratio(statistics.median(per_repetition))
+
+    rows = [["seconds"] + [reopen_cell(name) for name in CONTENDERS]]
+    rows += [
+        ["ratio to %s" % baseline] + [reopen_ratio(baseline, name) for name in CONTENDERS]
+        for baseline in BASELINES
+        if baseline in runs
+    ]
+    lines += [
+        "## Reopen, seconds (median of %d; lower is better)" % args.repeat,
+        "",
+        "The time to open the db that fill_sequential wrote, take its length and look up "
+        "one key, in a fresh process, with the file still in the page cache: `open()`, "
+        "`len()` (`len(db.keys())` for semidbm 0.5.1, which has no `len()`) and `db[key]`; "
+        "for lmdb, `lmdb.open()`, then one read transaction's `stat()[\"entries\"]` and "
+        "`get(key)`. A dict has no file to reopen. A row \"ratio to X\" gives, for each "
+        "contender, the median over the repetitions of (contender's seconds) / (X's "
+        "seconds): above 1 means X reopens faster.",
+        "",
+        markdown_table([""] + CONTENDERS, rows),
+        "",
+    ]
+
+    def memory_cell(name):
+        if name not in runs:
+            return absent_cell(name)
+        return "{:.1f}".format(statistics.median(r["index_bytes_per_key"] for r in runs[name]))
+
+    lines += [
+        "## Index memory, bytes per key (median of %d)" % args.repeat,
+        "",
+        "The growth of the process's anonymous resident memory (RssAnon in "
+        "/proc/self/status, read after `gc.collect()`) from just before the reopen above "
+        "to just after it, divided by the number of keys; the data set was already in "
+        "memory before the first reading. For the dict: the dict built from the data set "
+        "(its table only, since the keys and values are the data set's). Pages mapped "
+        "from a file (lmdb's whole tree, gdbm's and semidbm's mapped reads) are page "
+        "cache, not anonymous memory, and are not counted.",
+        "",
+        markdown_table([""] + CONTENDERS, [["bytes per key"] + [memory_cell(n) for n in CONTENDERS]]),
+        "",
+    ]
 
     notes = []
     for name in CONTENDERS:
@@ -294,6 +379,9 @@ def main():
                 "%s %s" % (workload, format_ops(result["ops_per_sec"][workload]))
                 for workload in WORKLOADS
             )
+            if result["reopen_seconds"] is not None:
+                summary += ", reopen %s s" % format_seconds(result["reopen_seconds"])
+            summary += ", index %.1f bytes/key" % result["index_bytes_per_key"]
             print(
                 "repetition %d/%d, %s: %s" % (repetition + 1, args.repeat, name, summary),
                 file=sys.stderr,

@@ -346,7 +346,7 @@ def test_write_after_torn_tail_of_v051_fixture(dbopen, name, tmp_path):
         db[b"new key"] = b"new value"
     want[b"new key"] = b"new value"
 
-    assert sorted(os.listdir(path)) == ["data", "data.torn-%d" % offset]
+    assert sorted(os.listdir(path)) == ["data", "data.torn-%d" % offset, "lock"]
     assert (path / ("data.torn-%d" % offset)).read_bytes() == original[offset:]
     assert (path / "data").read_bytes() == original[:offset] + put_record(b"new key", b"new value")
     with no_warnings():

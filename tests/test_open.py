@@ -23,7 +23,7 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 def test_c_creates_directory_with_data_file(dbopen, dbpath):
     with dbopen(dbpath, "c") as db:
         assert len(db) == 0
-    assert os.listdir(dbpath) == ["data"]
+    assert sorted(os.listdir(dbpath)) == ["data", "lock"]
     assert (dbpath / "data").read_bytes() == HEADER
 
 
@@ -146,7 +146,7 @@ def test_empty_directory_becomes_a_database(dbopen, dbpath, flag):
     dbpath.mkdir()
     with dbopen(dbpath, flag) as db:
         db[b"a"] = b"1"
-    assert sorted(os.listdir(dbpath)) == ["data"]
+    assert sorted(os.listdir(dbpath)) == ["data", "lock"]
 
 
 @pytest.mark.parametrize("flag", ["r", "w"])
@@ -260,7 +260,7 @@ def test_writer_removes_leftover_compaction_directory_of_v051(dbopen, dbpath):
     (dbpath / "compact" / "data").write_bytes(HEADER)
     with dbopen(dbpath, "c") as db:
         assert dict(db.items()) == {b"a": b"1"}
-    assert os.listdir(dbpath) == ["data"]
+    assert sorted(os.listdir(dbpath)) == ["data", "lock"]
 
 
 def test_open_module_function_uses_named_implementation(dbpath):

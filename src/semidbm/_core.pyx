@@ -22,6 +22,7 @@ the pure-Python kernel (``_files``): they are not hot.
 """
 
 import os
+import threading
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -33,7 +34,7 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
 from posix.types cimport pid_t
-from posix.unistd cimport close as close_fd, getpid, write
+from posix.unistd cimport close as close_fd, write
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
@@ -225,13 +226,23 @@ cdef packed struct Slot:
 
 
 cdef class Store:
-    """An open data file: the hash index, the append buffer and the mapping."""
+    """An open data file: the hash index, the append buffer and the mapping.
+
+    Item operations run in C without releasing the GIL, so each is atomic
+    for threads sharing the store. The operations that do release it
+    (sync, compact, refresh, close) hold ``guard``; while one of them has
+    the file or index in flux, ``busy`` is set and item operations wait
+    for ``guard``.
+    """
 
     cdef readonly object path
     cdef readonly bint writable
     cdef int fd
     cdef bint verify
-    cdef pid_t pid
+    cdef object guard
+    cdef bint busy
+    # The parent's process id once a fork()ed child has disowned the store.
+    cdef pid_t owner
     # The mapping of the data file; bytes below disk_end belong to the log.
     cdef const char* map
     cdef size_t map_size
@@ -253,11 +264,11 @@ cdef class Store:
         self.buffer = NULL
         self.slots = NULL
 
-    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover):
+    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover, writer_active):
         self.path = data_path
         self.writable = writable
         self.verify = verify_checksums
-        self.pid = getpid()
+        self.guard = threading.RLock()
         self.buffer_size = buffer_size
         if writable and buffer_size > 0:
             self.buffer = <char*>malloc(buffer_size)
@@ -265,7 +276,7 @@ cdef class Store:
                 raise MemoryError("cannot allocate a buffer of %d bytes" % buffer_size)
         self.fd = _files.open_data(data_path, writable)
         try:
-            self.load(buffer_size, recover)
+            self.load(buffer_size, recover, writer_active)
         except BaseException:
             self.release()
             raise
@@ -274,9 +285,7 @@ cdef class Store:
         self.release()
 
     def __del__(self):
-        # Only the process that opened the file flushes it: a forked child
-        # must not write the parent's buffer.
-        if self.fd >= 0 and self.pid == getpid():
+        if self.fd >= 0:
             self.close()
 
     cdef void release(self) noexcept:
@@ -319,8 +328,12 @@ cdef class Store:
         self.map_size = <size_t>length
         return 0
 
-    cdef int load(self, Py_ssize_t buffer_size, bint recover) except -1:
-        """Map the file, rebuild the index from its log and settle a torn tail."""
+    cdef int load(self, Py_ssize_t buffer_size, bint recover, bint writer_active) except -1:
+        """Map the file, rebuild the index from its log and settle a torn tail.
+
+        With a writer at work (``writer_active``, for a reader) an
+        incomplete last record is a write in progress, not a torn tail.
+        """
         cdef uint64_t size = os.fstat(self.fd).st_size
         if size < HEADER_SIZE:
             check_header(_files.read_at(self.fd, size, 0), self.path)
@@ -328,15 +341,19 @@ cdef class Store:
         check_header(PyBytes_FromStringAndSize(self.map, HEADER_SIZE), self.path)
         self.clear_index()
         self.disk_end = size
-        self.disk_end = self.rebuild(size)
-        _files.settle_tail(
-            self.fd, self.path, self.disk_end, size, self.writable, buffer_size, recover, 4
-        )
+        self.disk_end = self.replay(HEADER_SIZE, size)
+        if not writer_active:
+            _files.settle_tail(
+                self.fd, self.path, self.disk_end, size, self.writable, buffer_size, recover, 4
+            )
         return 0
 
-    cdef uint64_t rebuild(self, uint64_t size) except? 0:
-        """Replay the log into the index; return where parsing stopped."""
-        cdef uint64_t position = HEADER_SIZE
+    cdef uint64_t replay(self, uint64_t position, uint64_t size) except? 0:
+        """Apply the log's records from ``position`` to ``size`` to the index.
+
+        Returns where parsing stopped: ``size``, or the start of an
+        incomplete last record. The mapping must cover ``size`` bytes.
+        """
         cdef uint64_t record_end
         cdef int32_t key_size, value_size
         cdef const char* key
@@ -455,12 +472,21 @@ cdef class Store:
     # --- checks and errors ---
 
     cdef int check_open(self) except -1:
+        """Wait out a busy spell, then raise if closed."""
+        if self.busy:
+            with self.guard:
+                pass
         if self.fd < 0:
             raise DBMError("semidbm database %s is closed" % self.path)
         return 0
 
     cdef int check_writable(self, str action) except -1:
         self.check_open()
+        if self.owner:
+            raise DBMError(
+                "cannot %s: semidbm database %s belongs to process %d; a forked "
+                "child may only read it" % (action, self.path, self.owner)
+            )
         if not self.writable:
             raise DBMError(
                 "cannot %s: semidbm database %s is open read-only" % (action, self.path)
@@ -579,7 +605,7 @@ cdef class Store:
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
-        if self.fd < 0:
+        if self.fd < 0 or self.busy:
             self.check_open()
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
@@ -621,7 +647,7 @@ cdef class Store:
         cdef uint32_t hashed
         cdef Py_ssize_t slot
         cdef uint64_t offset
-        if self.fd < 0 or not self.writable:
+        if self.fd < 0 or self.busy or not self.writable:
             self.check_writable("write")
         borrow(key, &borrowed_key, "keys")
         try:
@@ -671,12 +697,13 @@ cdef class Store:
 
     def sync(self):
         """Write buffered records to the file and flush it to disk (fsync)."""
-        self.check_writable("sync")
-        self.flush()
-        try:
-            os.fsync(self.fd)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+        with self.guard:
+            self.check_writable("sync")
+            self.flush()
+            try:
+                os.fsync(self.fd)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot sync %s" % self.path) from None
 
     def compact(self):
         """Rewrite the live records, oldest first, to a new data file and swap it in.
@@ -687,22 +714,75 @@ cdef class Store:
         if the index points at it; memory use is one chunk. The index is
         then rebuilt from the new file.
         """
-        self.check_writable("compact")
-        self.flush()
-        temporary, _ = _files.write_compacted(self.path, self.fd, lambda out: self.write_live(out))
-        self.unmap()
-        close_fd(self.fd)
-        self.fd = -1
-        replaced, failure = _files.install_compacted(temporary, self.path)
-        self.clear_index()
-        try:
-            self.fd = _files.open_data(self.path, True)
-            self.load(self.buffer_size, False)
-        except BaseException:
-            self.release()
-            raise
-        if failure is not None:
-            raise failure
+        with self.guard:
+            self.check_writable("compact")
+            self.flush()
+            self.busy = True
+            try:
+                temporary, _ = _files.write_compacted(
+                    self.path, self.fd, lambda out: self.write_live(out)
+                )
+                self.unmap()
+                close_fd(self.fd)
+                self.fd = -1
+                replaced, failure = _files.install_compacted(temporary, self.path)
+                self.clear_index()
+                try:
+                    self.fd = _files.open_data(self.path, True)
+                    self.load(self.buffer_size, False, False)
+                except BaseException:
+                    self.release()
+                    raise
+            finally:
+                self.busy = False
+            if failure is not None:
+                raise failure
+
+    def refresh(self):
+        """Bring in what the writer has written to the file since this reader opened.
+
+        Records the writer has flushed are added; an incomplete last
+        record (a write in progress) waits for the next refresh. If the
+        writer compacted, the new data file is opened and read whole. A
+        writer's own store is always current: for it this does nothing.
+        """
+        cdef uint64_t size
+        with self.guard:
+            self.check_open()
+            if self.writable or self.owner:
+                return
+            try:
+                current = os.stat(self.path)
+                opened = os.fstat(self.fd)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
+            if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+                fd = _files.open_data(self.path, False)
+                self.busy = True
+                try:
+                    self.unmap()
+                    close_fd(self.fd)
+                    self.fd = fd
+                    self.load(0, False, True)
+                except BaseException:
+                    self.release()
+                    raise
+                finally:
+                    self.busy = False
+            elif opened.st_size > self.disk_end:
+                size = opened.st_size
+                self.map_file(size)
+                self.disk_end = self.replay(self.disk_end, size)
+
+    def _disown(self):
+        """Become read-only without ever writing (in a child made by ``fork()``).
+
+        Buffered records stay readable; nothing is flushed, synced or cut.
+        """
+        self.guard = threading.RLock()
+        self.busy = False
+        self.owner = os.getppid()
+        self.writable = False
 
     cdef int write_live(self, int out) except -1:
         """Copy the records the index points at to the file ``out``, in log order."""
@@ -759,13 +839,14 @@ cdef class Store:
 
         Closing a closed store does nothing.
         """
-        if self.fd < 0:
-            return
-        try:
-            if self.writable:
-                self.sync()
-        finally:
-            self.release()
+        with self.guard:
+            if self.fd < 0:
+                return
+            try:
+                if self.writable:
+                    self.sync()
+            finally:
+                self.release()
 
 
 cdef class KeyIterator:
@@ -786,6 +867,8 @@ cdef class KeyIterator:
     def __next__(self):
         cdef Store store = self.store
         cdef const char* record
+        if store.busy:
+            store.check_open()
         if store.fd < 0:
             raise DBMError("semidbm database %s was closed during iteration" % store.path)
         if store.version != self.version:

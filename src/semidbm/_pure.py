@@ -21,6 +21,7 @@ errors; the test suite runs against each.
 import mmap
 import os
 import struct
+import threading
 from zlib import crc32
 
 from . import _files
@@ -75,18 +76,15 @@ def as_value(value):
     return view.tobytes()
 
 
-def rebuild_index(data, path):
-    """Replay the log in ``data`` (the whole file) into an index.
+def replay_log(data, index, position, path):
+    """Apply the records of ``data`` (the whole file) from ``position`` on to ``index``.
 
-    Returns ``(index, end)``: the index maps each live key to the offset
-    and length of its value, and ``end`` is the offset where parsing
-    stopped, the file's size unless a torn tail follows. Negative
-    lengths are corruption and raise DBMLoadError naming the offset.
+    The index maps each live key to the offset and length of its value.
+    Returns the offset where parsing stopped: the end of the file, or the
+    start of an incomplete last record. Negative lengths are corruption
+    and raise DBMLoadError naming the offset.
     """
-    check_header(data[:HEADER_SIZE], path)
-    index = {}
     size = len(data)
-    position = HEADER_SIZE
     unpack_lengths = _LENGTHS.unpack_from
     while size - position >= LENGTHS_SIZE:
         key_length, value_length = unpack_lengths(data, position)
@@ -109,7 +107,22 @@ def rebuild_index(data, path):
         else:
             index[key] = (value_start, value_length)
         position = record_end
-    return index, position
+    return position
+
+
+def load_index(fd, path):
+    """Check the header of the data file ``fd`` and replay its log.
+
+    Returns the index, where parsing stopped and the file's size.
+    """
+    size = os.fstat(fd).st_size
+    if size < HEADER_SIZE:
+        check_header(_files.read_at(fd, size, 0), path)
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+        check_header(data[:HEADER_SIZE], path)
+        index = {}
+        end = replay_log(data, index, HEADER_SIZE, path)
+    return index, end, size
 
 
 def _encode_put(key, value):
@@ -128,7 +141,11 @@ def _encode_delete(key):
 
 
 class Store:
-    """An open data file: the index, the append buffer and the file descriptor."""
+    """An open data file: the index, the append buffer and the file descriptor.
+
+    A re-entrant lock makes each operation atomic for threads sharing the
+    store.
+    """
 
     __slots__ = (
         "path",
@@ -139,35 +156,30 @@ class Store:
         "_buffer_size",
         "_disk_end",
         "_verify",
-        "_pid",
+        "_guard",
+        "_owner",
     )
 
-    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover):
+    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover, writer_active):
         self._fd = -1
         self.path = data_path
         self.writable = writable
-        self._index = {}
         self._buffer = bytearray()
         self._buffer_size = buffer_size
         self._verify = verify_checksums
-        self._pid = os.getpid()
+        self._guard = threading.RLock()
+        self._owner = None
         fd = _files.open_data(data_path, writable)
         try:
-            self._load(fd, buffer_size, recover)
+            self._index, self._disk_end, size = load_index(fd, data_path)
+            if not writer_active:
+                _files.settle_tail(
+                    fd, data_path, self._disk_end, size, writable, buffer_size, recover, 5
+                )
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
-
-    def _load(self, fd, buffer_size, recover):
-        """Rebuild the index from the file and decide what to do with a torn tail."""
-        size = os.fstat(fd).st_size
-        if size < HEADER_SIZE:
-            check_header(_files.read_at(fd, size, 0), self.path)
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
-            self._index, end = rebuild_index(data, self.path)
-        self._disk_end = end
-        _files.settle_tail(fd, self.path, end, size, self.writable, buffer_size, recover, 6)
 
     @property
     def closed(self):
@@ -179,23 +191,28 @@ class Store:
             raise DBMError("semidbm database %s is closed" % self.path)
 
     def _check_writable(self, action):
-        if self._fd < 0:
-            raise DBMError("semidbm database %s is closed" % self.path)
+        self._check_open()
+        if self._owner is not None:
+            raise DBMError(
+                "cannot %s: semidbm database %s belongs to process %d; a forked "
+                "child may only read it" % (action, self.path, self._owner)
+            )
         if not self.writable:
             raise DBMError(
                 "cannot %s: semidbm database %s is open read-only" % (action, self.path)
             )
 
     def __len__(self):
-        self._check_open()
-        return len(self._index)
+        with self._guard:
+            self._check_open()
+            return len(self._index)
 
     def __contains__(self, key):
-        if self._fd < 0:
+        with self._guard:
             self._check_open()
-        if type(key) is not bytes:
-            key = as_key(key)
-        return key in self._index
+            if type(key) is not bytes:
+                key = as_key(key)
+            return key in self._index
 
     def __iter__(self):
         self._check_open()
@@ -205,20 +222,24 @@ class Store:
             yield key
 
     def __getitem__(self, key):
-        if self._fd < 0:
+        with self._guard:
             self._check_open()
-        if type(key) is not bytes:
-            key = as_key(key)
-        offset, length = self._index[key]
-        read_length = length + CHECKSUM_SIZE if self._verify else length
-        start = offset - self._disk_end
-        if start >= 0:
-            data = bytes(self._buffer[start : start + read_length])
-        else:
+            original = key
+            if type(key) is not bytes:
+                key = as_key(key)
             try:
-                data = _files.read_exactly(self._fd, read_length, offset, self.path)
-            except OSError as exc:
-                raise _files.os_error(exc, "cannot read %s" % self.path) from None
+                offset, length = self._index[key]
+            except KeyError:
+                raise KeyError(original) from None
+            read_length = length + CHECKSUM_SIZE if self._verify else length
+            start = offset - self._disk_end
+            if start >= 0:
+                data = bytes(self._buffer[start : start + read_length])
+            else:
+                try:
+                    data = _files.read_exactly(self._fd, read_length, offset, self.path)
+                except OSError as exc:
+                    raise _files.os_error(exc, "cannot read %s" % self.path) from None
         if not self._verify:
             return data
         value = data[:length]
@@ -231,24 +252,27 @@ class Store:
         return value
 
     def __setitem__(self, key, value):
-        if self._fd < 0 or not self.writable:
-            self._check_writable("write")
-        if type(key) is not bytes:
-            key = as_key(key)
-        if type(value) is not bytes:
-            value = as_value(value)
-        if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
-            raise ValueError(_TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
-        offset = self._append(_encode_put(key, value))
-        self._index[key] = (offset + LENGTHS_SIZE + len(key), len(value))
+        with self._guard:
+            if self._fd < 0 or not self.writable:
+                self._check_writable("write")
+            if type(key) is not bytes:
+                key = as_key(key)
+            if type(value) is not bytes:
+                value = as_value(value)
+            if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
+                raise ValueError(_TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
+            offset = self._append(_encode_put(key, value))
+            self._index[key] = (offset + LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
-        self._check_writable("delete")
-        key = as_key(key)
-        if key not in self._index:
-            raise KeyError(key)
-        self._append(_encode_delete(key))
-        del self._index[key]
+        with self._guard:
+            self._check_writable("delete")
+            original = key
+            key = as_key(key)
+            if key not in self._index:
+                raise KeyError(original)
+            self._append(_encode_delete(key))
+            del self._index[key]
 
     def _append(self, record):
         """Add ``record`` to the log and return its offset.
@@ -294,12 +318,13 @@ class Store:
 
     def sync(self):
         """Write buffered records to the file and flush it to disk (fsync)."""
-        self._check_writable("sync")
-        self._flush()
-        try:
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+        with self._guard:
+            self._check_writable("sync")
+            self._flush()
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot sync %s" % self.path) from None
 
     def compact(self):
         """Rewrite the live records, oldest first, to a new data file and swap it in.
@@ -309,18 +334,21 @@ class Store:
         the new one, whole. Memory stays bounded: records are copied in
         chunks.
         """
-        self._check_writable("compact")
-        self._flush()
-        temporary, index = _files.write_compacted(self.path, self._fd, self._write_live_records)
-        os.close(self._fd)
-        self._fd = -1
-        replaced, failure = _files.install_compacted(temporary, self.path)
-        self._fd = _files.open_data(self.path, True)
-        if replaced:
-            self._index = index
-            self._disk_end = os.fstat(self._fd).st_size
-        if failure is not None:
-            raise failure
+        with self._guard:
+            self._check_writable("compact")
+            self._flush()
+            temporary, index = _files.write_compacted(
+                self.path, self._fd, self._write_live_records
+            )
+            os.close(self._fd)
+            self._fd = -1
+            replaced, failure = _files.install_compacted(temporary, self.path)
+            self._fd = _files.open_data(self.path, True)
+            if replaced:
+                self._index = index
+                self._disk_end = os.fstat(self._fd).st_size
+            if failure is not None:
+                raise failure
 
     def _write_live_records(self, out):
         """Copy the live records to ``out``, oldest first; return their new index."""
@@ -340,24 +368,62 @@ class Store:
         _files.write_all(out, chunk)
         return index
 
+    def refresh(self):
+        """Bring in what the writer has written to the file since this reader opened.
+
+        Records the writer has flushed are added; an incomplete last
+        record (a write in progress) waits for the next refresh. If the
+        writer compacted, the new data file is opened and read whole. A
+        writer's own store is always current: for it this does nothing.
+        """
+        with self._guard:
+            self._check_open()
+            if self.writable or self._owner is not None:
+                return
+            try:
+                current = os.stat(self.path)
+                opened = os.fstat(self._fd)
+            except OSError as exc:
+                raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
+            if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+                fd = _files.open_data(self.path, False)
+                try:
+                    index, end, _ = load_index(fd, self.path)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(self._fd)
+                self._fd, self._index, self._disk_end = fd, index, end
+            elif opened.st_size > self._disk_end:
+                with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
+                    self._disk_end = replay_log(data, self._index, self._disk_end, self.path)
+
+    def _disown(self):
+        """Become read-only without ever writing (in a child made by ``fork()``).
+
+        Buffered records stay readable; nothing is flushed, synced or cut.
+        """
+        self._guard = threading.RLock()
+        self._owner = os.getppid()
+        self.writable = False
+
     def close(self):
         """Flush and fsync buffered records (if writable) and release the file.
 
         Closing a closed store does nothing.
         """
-        if self._fd < 0:
-            return
-        try:
-            if self.writable:
-                self.sync()
-        finally:
-            os.close(self._fd)
-            self._fd = -1
-            self._index = {}
-            self._buffer = bytearray()
+        with self._guard:
+            if self._fd < 0:
+                return
+            try:
+                if self.writable:
+                    self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+                self._index = {}
+                self._buffer = bytearray()
 
     def __del__(self):
-        # Only the process that opened the file flushes it: a forked child
-        # must not write the parent's buffer.
-        if self._fd >= 0 and self._pid == os.getpid():
+        if self._fd >= 0:
             self.close()

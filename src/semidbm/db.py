@@ -6,21 +6,48 @@ here: ``collections.abc.MutableMapping``, ``keys()`` as a list, the
 context manager and ``close(compact=...)``.
 """
 
+import atexit
 import builtins
 import errno
 import operator
 import os
 import stat
+import weakref
 from collections.abc import MutableMapping
 
-from . import _files, _kernel
+from . import _files, _kernel, _lock
 from .errors import DBMError
-from .format import COMPACT_NAME, DATA_NAME, DEFAULT_BUFFER_SIZE, HEADER, MAGIC
+from .format import COMPACT_NAME, DATA_NAME, DEFAULT_BUFFER_SIZE, HEADER, LOCK_NAME, MAGIC
 
 implementation, _default_kernel = _kernel.choose()
 
 _FLAGS = ("r", "w", "c", "n")
 _classes = {}
+#: Databases open for writing in this process (by id), closed at exit.
+_open_writers = weakref.WeakValueDictionary()
+
+
+@atexit.register
+def _close_at_exit():
+    """Flush and fsync every database still open when the interpreter exits."""
+    for database in list(_open_writers.values()):
+        database.close()
+
+
+def _disown_in_child():
+    """After ``fork()``, in the child: the parent's databases become read-only here.
+
+    The child shares the parent's files but not its future: writing the
+    parent's buffer, or the lock, from the child would corrupt the parent's
+    database. The child may still read what it inherited.
+    """
+    for database in list(_open_writers.values()):
+        database._disown()
+    _open_writers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disown_in_child)
 
 
 def database_class(kernel):
@@ -39,7 +66,7 @@ def database_class(kernel):
         fsync the file. Made by :func:`semidbm.open`.
         """
 
-        __slots__ = ()
+        __slots__ = ("_lock", "__weakref__")
 
         def keys(self):
             """Return a list of all keys (as ``dbm.dumb`` and ``dbm.gnu`` do)."""
@@ -64,9 +91,21 @@ def database_class(kernel):
             After ``close()`` every operation raises :class:`semidbm.error`;
             closing again does nothing.
             """
-            if compact and not self.closed:
-                self.compact()
-            kernel.Store.close(self)
+            try:
+                if compact and not self.closed:
+                    self.compact()
+                kernel.Store.close(self)
+            finally:
+                lock, self._lock = self._lock, None
+                if lock is not None:
+                    lock.release()
+
+        def _disown(self):
+            """Become read-only without writing anything (in a forked child)."""
+            kernel.Store._disown(self)
+            lock, self._lock = self._lock, None
+            if lock is not None:
+                lock.forget()
 
         def __enter__(self):
             return self
@@ -160,53 +199,74 @@ def open_with(
         raise ValueError("buffer_size must be 0 or more, not %d" % buffer_size)
     path = os.fsdecode(os.fspath(filename))
     try:
-        data_path = _prepare(path, flag, mode)
+        data_path, lock = _prepare(path, flag, mode)
     except DBMError:
         raise
     except OSError as exc:
         raise _files.os_error(exc, "cannot open semidbm database") from None
-    return database_class(kernel)(
-        data_path, flag != "r", buffer_size, bool(verify_checksums), bool(recover)
-    )
+    writable = flag != "r"
+    try:
+        database = database_class(kernel)(
+            data_path,
+            writable,
+            buffer_size,
+            bool(verify_checksums),
+            bool(recover),
+            not writable and _lock.writer_active(path),
+        )
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    database._lock = lock
+    if writable:
+        _open_writers[id(database)] = database
+    return database
 
 
 def _prepare(path, flag, mode):
-    """Check or create the database directory as ``flag`` asks; return the data file's path."""
+    """Check or create the database directory as ``flag`` asks.
+
+    Returns the data file's path and, for a writer, its lock, taken
+    before anything in the directory is changed.
+    """
     data_path = os.path.join(path, DATA_NAME)
     try:
         info = os.stat(path)
     except FileNotFoundError:
         if flag in "rw":
             raise DBMError(errno.ENOENT, "no semidbm database", path) from None
-        _create_database(path, mode)
-        return data_path
+        return data_path, _create_database(path, mode)
     if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag in "cn":
         os.remove(path)
-        _create_database(path, mode)
-        return data_path
+        return data_path, _create_database(path, mode)
     if not stat.S_ISDIR(info.st_mode):
         raise DBMError("not a semidbm database (not a directory): %r" % path)
-    if flag != "r":
-        _remove_leftovers(path)
     try:
         data_info = os.stat(data_path)
     except FileNotFoundError:
         data_info = None
-    if data_info is not None:
-        if not stat.S_ISREG(data_info.st_mode):
-            raise DBMError("not a semidbm database (data is not a file): %r" % data_path)
-        if flag == "n":
-            if not _starts_like_semidbm(data_path):
-                raise DBMError(
-                    "not a semidbm database (its data file has no semidbm header), "
-                    "refusing to replace it: %r" % data_path
-                )
+    if data_info is None:
+        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME}:
+            raise DBMError("not a semidbm database (no data file): %r" % path)
+    elif not stat.S_ISREG(data_info.st_mode):
+        raise DBMError("not a semidbm database (data is not a file): %r" % data_path)
+    elif flag == "n" and not _starts_like_semidbm(data_path):
+        raise DBMError(
+            "not a semidbm database (its data file has no semidbm header), "
+            "refusing to replace it: %r" % data_path
+        )
+    if flag == "r":
+        return data_path, None
+    lock = _lock.WriterLock(path, mode)
+    try:
+        _remove_leftovers(path)
+        if data_info is None or flag == "n":
             _create_data_file(path, mode)
-        return data_path
-    if flag in "cn" and not os.listdir(path):
-        _create_data_file(path, mode)
-        return data_path
-    raise DBMError("not a semidbm database (no data file): %r" % path)
+    except BaseException:
+        lock.release()
+        raise
+    return data_path, lock
 
 
 def _starts_like_semidbm(data_path):
@@ -233,10 +293,16 @@ def _remove_leftovers(path):
 
 
 def _create_database(path, mode):
-    """Make the directory for a new database and its data file."""
+    """Make the directory for a new database, lock it and write its data file."""
     os.mkdir(path, mode | ((mode & 0o444) >> 2))
     _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
-    _create_data_file(path, mode)
+    lock = _lock.WriterLock(path, mode)
+    try:
+        _create_data_file(path, mode)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
 
 
 def _create_data_file(path, mode):

@@ -29,6 +29,8 @@ MAX_LENGTH = 2**31 - 1
 DATA_NAME = "data"
 #: The temporary file a compaction writes before renaming it over ``data``.
 COMPACT_NAME = "data.compact"
+#: The file a writer holds its operating-system lock on (never replaced).
+LOCK_NAME = "lock"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
 
