@@ -1,0 +1,380 @@
+"""One writer, many readers, threads, fork and exit.
+
+Multi-process cases run real processes (``subprocess`` with the same
+interpreter and the kernel under test), never mocks.
+"""
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+import zlib
+
+import pytest
+
+import semidbm
+from semidbm import _lock
+
+from .conftest import kernel_name
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="fork and signals are POSIX")
+
+
+def environment(kernel):
+    """The environment that makes a child interpreter use ``kernel``."""
+    env = {k: v for k, v in os.environ.items() if k != "SEMIDBM_PURE_PYTHON"}
+    if kernel_name(kernel) == "python":
+        env["SEMIDBM_PURE_PYTHON"] = "1"
+    return env
+
+
+PRELUDE = """
+import os, sys, gc
+import semidbm
+assert semidbm.implementation == sys.argv[1], semidbm.implementation
+path = sys.argv[2]
+"""
+
+
+def run(kernel, script, path, **options):
+    """Run ``script`` (after PRELUDE) in a new interpreter; return the CompletedProcess."""
+    code = PRELUDE + textwrap.dedent(script)
+    result = subprocess.run(
+        [sys.executable, "-c", code, kernel_name(kernel), str(path)],
+        env=environment(kernel),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **options,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+class Child:
+    """A writer in another process, driven line by line over its standard input."""
+
+    SCRIPT = """
+    db = semidbm.open(path, "c")
+    print("ready %d" % os.getpid(), flush=True)
+    for line in sys.stdin:
+        command, _, argument = line.strip().partition(" ")
+        if command == "set":
+            key, value = argument.split("=")
+            db[key] = value
+        elif command == "delete":
+            del db[argument]
+        elif command == "sync":
+            db.sync()
+        elif command == "compact":
+            db.compact()
+        elif command == "close":
+            db.close()
+        print("done", flush=True)
+    """
+
+    def __init__(self, kernel, path):
+        code = PRELUDE + textwrap.dedent(self.SCRIPT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, kernel_name(kernel), str(path)],
+            env=environment(kernel),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.process.stdout.readline()
+        assert line.startswith("ready"), line
+        self.pid = int(line.split()[1])
+
+    def send(self, *commands):
+        for command in commands:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+            assert self.process.stdout.readline() == "done\n", command
+
+    def finish(self):
+        self.process.stdin.close()
+        returncode = self.process.wait(timeout=60)
+        self.process.stdout.close()
+        assert returncode == 0
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=60)
+        self.process.stdin.close()
+        self.process.stdout.close()
+
+
+def test_second_writer_in_the_same_process_is_refused(dbopen, dbpath):
+    first = dbopen(dbpath, "c")
+    first[b"a"] = b"1"
+    first.sync()
+    for flag in "wcn":
+        with pytest.raises(semidbm.error, match="locked by another writer \\(process %d\\)" % os.getpid()):
+            dbopen(dbpath, flag)
+    assert first[b"a"] == b"1", "a refused 'n' must not empty the database"
+    first.close()
+    with dbopen(dbpath, "w") as second:
+        assert second[b"a"] == b"1"
+
+
+def test_closing_releases_the_lock_and_readers_take_none(dbopen, dbpath):
+    writer = dbopen(dbpath, "c")
+    with dbopen(dbpath, "r") as reader:
+        assert len(reader) == 0
+    writer.close()
+    dbopen(dbpath, "w").close()
+    assert _lock.writer_active(str(dbpath)) is False
+
+
+def test_compaction_keeps_the_lock_file_and_the_lock(dbopen, dbpath):
+    writer = dbopen(dbpath, "c")
+    writer[b"a"] = b"1"
+    writer[b"a"] = b"2"
+    lock_inode = os.stat(dbpath / "lock").st_ino
+    writer.compact()
+    assert os.stat(dbpath / "lock").st_ino == lock_inode
+    with pytest.raises(semidbm.error, match="locked"):
+        dbopen(dbpath, "w")
+    writer.close()
+
+
+def test_writer_in_another_process_is_refused_before_and_after_it_compacts(kernel, dbopen, dbpath):
+    child = Child(kernel, dbpath)
+    try:
+        child.send("set a=1", "set a=2", "sync")
+        with pytest.raises(semidbm.error, match="locked by another writer \\(process %d\\)" % child.pid):
+            dbopen(dbpath, "w")
+        child.send("compact")
+        with pytest.raises(semidbm.error, match="locked"):
+            dbopen(dbpath, "c")
+        with dbopen(dbpath, "r") as reader:
+            assert dict(reader.items()) == {b"a": b"2"}
+        child.send("close")
+    finally:
+        child.finish()
+    with dbopen(dbpath, "w") as database:
+        assert dict(database.items()) == {b"a": b"2"}
+
+
+@posix_only
+def test_a_killed_writer_releases_the_lock_and_keeps_what_it_synced(kernel, dbopen, dbpath):
+    child = Child(kernel, dbpath)
+    child.send("set synced=1", "sync", "set buffered=2")
+    with pytest.raises(semidbm.error, match="locked"):
+        dbopen(dbpath, "w")
+    child.kill()
+    with dbopen(dbpath, "w") as database:
+        assert dict(database.items()) == {b"synced": b"1"}
+        database[b"after"] = b"3"
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"synced": b"1", b"after": b"3"}
+
+
+def test_reader_sees_what_was_flushed_and_refresh_brings_the_rest(kernel, dbopen, dbpath):
+    child = Child(kernel, dbpath)
+    try:
+        child.send("set a=1", "set b=2", "sync", "set c=3")
+        reader = dbopen(dbpath, "r")
+        assert dict(reader.items()) == {b"a": b"1", b"b": b"2"}
+        child.send("delete a", "set b=22", "sync")
+        assert dict(reader.items()) == {b"a": b"1", b"b": b"2"}, "a reader sees its snapshot"
+        reader.refresh()
+        assert dict(reader.items()) == {b"b": b"22", b"c": b"3"}
+        child.send("set d=4", "compact")
+        reader.refresh()
+        assert dict(reader.items()) == {b"b": b"22", b"c": b"3", b"d": b"4"}
+        child.send("set e=5", "sync")
+        reader.refresh()
+        assert reader[b"e"] == b"5" and len(reader) == 4
+        child.send("close")
+        reader.close()
+    finally:
+        child.finish()
+
+
+def test_refresh_on_a_writer_does_nothing(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        database[b"a"] = b"1"
+        database.refresh()
+        assert dict(database.items()) == {b"a": b"1"}
+
+
+def test_reader_leaves_a_write_in_progress_alone(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        database[b"a"] = b"1"
+    holder = _lock.WriterLock(str(dbpath), 0o666)
+    try:
+        partial = struct.pack("!ii", 1, 0x200000) + b"k" + b"x" * 0x200000
+        with open(dbpath / "data", "ab") as handle:
+            handle.write(partial)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            reader = dbopen(dbpath, "r")
+        assert dict(reader.items()) == {b"a": b"1"}
+        with open(dbpath / "data", "ab") as handle:
+            handle.write(struct.pack("!I", zlib.crc32(b"k" + b"x" * 0x200000)))
+        reader.refresh()
+        assert dict(reader.items()) == {b"a": b"1", b"k": b"x" * 0x200000}
+        reader.close()
+        with dbopen(dbpath, verify_checksums=True) as again:
+            assert again[b"k"] == b"x" * 0x200000
+    finally:
+        holder.release()
+
+
+def test_threads_sharing_one_database(dbopen, dbpath):
+    database = dbopen(dbpath, "c", buffer_size=4096)
+    models = [{} for _ in range(4)]
+    errors = []
+    stop = threading.Event()
+
+    def writer(number):
+        model = models[number]
+        try:
+            for i in range(3000):
+                key = b"t%d-%d" % (number, i % 500)
+                if i % 7 == 3 and key in model:
+                    del database[key]
+                    del model[key]
+                else:
+                    database[key] = b"%d" % i
+                    model[key] = b"%d" % i
+                assert database[key] == model[key] if key in model else key not in database
+        except BaseException as exc:
+            errors.append(exc)
+
+    def maintainer():
+        try:
+            while not stop.is_set():
+                database.sync()
+                database.compact()
+                try:
+                    len(database.keys())
+                except RuntimeError:
+                    pass  # keys changed while they were listed, as with a dict
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    helper = threading.Thread(target=maintainer)
+    helper.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    helper.join()
+    assert errors == []
+    expected = {}
+    for model in models:
+        expected.update(model)
+    assert dict(database.items()) == expected
+    database.close()
+    with dbopen(dbpath, verify_checksums=True) as again:
+        assert dict(again.items()) == expected
+
+
+def test_threads_reading_while_one_closes(dbopen, dbpath):
+    database = dbopen(dbpath, "c")
+    for i in range(1000):
+        database[b"%d" % i] = b"v"
+    outcomes = []
+
+    def reader():
+        try:
+            while True:
+                for i in range(1000):
+                    database[b"%d" % i]
+        except semidbm.error as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    database.close()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 3 and all("closed" in outcome for outcome in outcomes)
+
+
+FORK_SCRIPT = """
+db = semidbm.open(path, "c")
+for i in range(50):
+    db[b"before-%d" % i] = b"x" * i
+child = os.fork()
+if child == 0:
+    assert db[b"before-7"] == b"x" * 7, "the child reads what it inherited"
+    try:
+        db[b"child"] = b"never"
+    except semidbm.error as exc:
+        assert "forked child" in str(exc), exc
+    else:
+        raise AssertionError("a forked child wrote")
+    if sys.argv[3] == "close":
+        db.close()
+    sys.exit(0)  # a normal exit: atexit handlers and garbage collection run
+_, status = os.waitpid(child, 0)
+assert status == 0, status
+for i in range(50):
+    db[b"after-%d" % i] = b"y" * i
+db.close()
+"""
+
+NO_FORK_SCRIPT = """
+db = semidbm.open(path, "c")
+for i in range(50):
+    db[b"before-%d" % i] = b"x" * i
+for i in range(50):
+    db[b"after-%d" % i] = b"y" * i
+db.close()
+"""
+
+
+@posix_only
+@pytest.mark.parametrize("child_closes", ["close", "exit"])
+def test_a_forked_child_never_writes_the_parents_database(kernel, tmp_path, child_closes):
+    forked = tmp_path / "forked.db"
+    plain = tmp_path / "plain.db"
+    code = PRELUDE + FORK_SCRIPT
+    result = subprocess.run(
+        [sys.executable, "-c", code, kernel_name(kernel), str(forked), child_closes],
+        env=environment(kernel),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    run(kernel, NO_FORK_SCRIPT, plain)
+    assert (forked / "data").read_bytes() == (plain / "data").read_bytes()
+
+
+def test_open_database_is_flushed_at_interpreter_exit(kernel, dbopen, dbpath):
+    run(kernel, """
+    db = semidbm.open(path, "c")
+    for i in range(100):
+        db[b"%d" % i] = b"value"
+    """, dbpath)
+    with dbopen(dbpath, "w") as database:
+        assert len(database) == 100 and database[b"99"] == b"value"
+
+
+def test_collected_database_is_flushed_and_unlocked(kernel, dbopen, dbpath):
+    run(kernel, """
+    db = semidbm.open(path, "c")
+    for i in range(100):
+        db[b"%d" % i] = b"value"
+    del db
+    gc.collect()
+    again = semidbm.open(path, "w")  # the lock was released
+    assert len(again) == 100
+    again.close()
+    os._exit(0)  # skip the exit handlers: only garbage collection flushed
+    """, dbpath)
+    with dbopen(dbpath) as database:
+        assert len(database) == 100
