@@ -5,7 +5,13 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=cythonize(
-        [Extension("semidbm._core", ["src/semidbm/_core.pyx"])],
+        [
+            Extension(
+                "semidbm._core",
+                ["src/semidbm/_core.pyx"],
+                depends=["src/semidbm/_platform.h"],
+            )
+        ],
         compiler_directives={"language_level": 3},
     )
 )

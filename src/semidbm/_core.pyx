@@ -29,16 +29,22 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringA
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Check
 from libc.errno cimport EINTR, errno
+from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
-from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
 from posix.types cimport pid_t
-from posix.unistd cimport close as close_fd, write
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import MAX_LENGTH as _MAX_LENGTH, check_header
+
+cdef extern from "_platform.h":
+    const char* semidbm_map(int fd, size_t length, int* error)
+    void semidbm_unmap(const char* data, size_t length)
+    ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
+    int semidbm_close(int fd)
+    enum: SEMIDBM_MAP_BEYOND_EOF
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
@@ -292,7 +298,7 @@ cdef class Store:
         """Give back the file, the mapping and the memory, writing nothing."""
         self.unmap()
         if self.fd >= 0:
-            close_fd(self.fd)
+            semidbm_close(self.fd)
             self.fd = -1
         free(self.buffer)
         self.buffer = NULL
@@ -308,23 +314,24 @@ cdef class Store:
 
     cdef void unmap(self) noexcept:
         if self.map != NULL:
-            munmap(<void*>self.map, self.map_size)
+            semidbm_unmap(self.map, self.map_size)
             self.map = NULL
             self.map_size = 0
 
     cdef int map_file(self, uint64_t size) except -1:
         """Map the data file's first ``size`` bytes (and room to grow, for a writer)."""
         cdef uint64_t length = size
-        cdef void* mapped
-        if self.writable:
+        cdef const char* mapped
+        cdef int error = 0
+        if self.writable and SEMIDBM_MAP_BEYOND_EOF:
             length += size if size > MAP_HEADROOM else MAP_HEADROOM
         if length > <uint64_t>(<size_t>-1):
             raise DBMError("%s: a file of %d bytes cannot be mapped here" % (self.path, size))
-        mapped = mmap(NULL, <size_t>length, PROT_READ, MAP_SHARED, self.fd, 0)
-        if mapped == MAP_FAILED:
-            self.raise_os_error(errno, "cannot map %s" % self.path)
+        mapped = semidbm_map(self.fd, <size_t>length, &error)
+        if mapped == NULL:
+            self.raise_os_error(error, "cannot map %s" % self.path)
         self.unmap()
-        self.map = <const char*>mapped
+        self.map = mapped
         self.map_size = <size_t>length
         return 0
 
@@ -342,10 +349,14 @@ cdef class Store:
         self.clear_index()
         self.disk_end = size
         self.disk_end = self.replay(HEADER_SIZE, size)
-        if not writer_active:
+        if self.disk_end < size and not writer_active:
+            if self.writable:
+                self.unmap()  # Windows cannot cut a mapped file
             _files.settle_tail(
                 self.fd, self.path, self.disk_end, size, self.writable, buffer_size, recover, 4
             )
+            if self.map == NULL:
+                self.map_file(self.disk_end)
         return 0
 
     cdef uint64_t replay(self, uint64_t position, uint64_t size) except? 0:
@@ -502,7 +513,7 @@ cdef class Store:
         """Append ``size`` bytes to the file; 0 or the errno of a failed write."""
         cdef Py_ssize_t written
         while size > 0:
-            written = write(self.fd, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
+            written = semidbm_write(self.fd, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
             if written < 0:
                 if errno == EINTR:
                     continue
@@ -723,7 +734,7 @@ cdef class Store:
                     self.path, self.fd, lambda out: self.write_live(out)
                 )
                 self.unmap()
-                close_fd(self.fd)
+                semidbm_close(self.fd)
                 self.fd = -1
                 replaced, failure = _files.install_compacted(temporary, self.path)
                 self.clear_index()
@@ -761,7 +772,7 @@ cdef class Store:
                 self.busy = True
                 try:
                     self.unmap()
-                    close_fd(self.fd)
+                    semidbm_close(self.fd)
                     self.fd = fd
                     self.load(0, False, True)
                 except BaseException:
@@ -825,7 +836,7 @@ cdef class Store:
     cdef int write_to(self, int out, const char* data, Py_ssize_t size) except -1:
         cdef Py_ssize_t written
         while size > 0:
-            written = write(out, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
+            written = semidbm_write(out, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
             if written < 0:
                 if errno == EINTR:
                     continue
