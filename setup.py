@@ -9,7 +9,7 @@ setup(
             Extension(
                 "semidbm._core",
                 ["src/semidbm/_core.pyx"],
-                depends=["src/semidbm/_platform.h"],
+                depends=["src/semidbm/_crc32.h", "src/semidbm/_platform.h"],
             )
         ],
         compiler_directives={"language_level": 3},

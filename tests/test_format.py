@@ -1,6 +1,7 @@
 """The data file: exact bytes written, torn tails, corruption, checksums, compaction."""
 
 import os
+import random
 import struct
 import warnings
 import zlib
@@ -380,3 +381,26 @@ def test_unsynced_writes_of_an_abandoned_process_are_lost_synced_ones_kept(dbope
     (copy / "data").write_bytes(on_disk)
     with dbopen(copy) as crashed:
         assert dict(crashed.items()) == {b"synced": b"1"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_record_carries_zlibs_crc(dbopen, dbpath, seed):
+    rng = random.Random(seed)
+    sizes = list(range(0, 260)) + [1000, 4095, 4096, 65537, 300_000]
+    expected = {}
+    with dbopen(dbpath, "c", buffer_size=rng.choice([0, 777, 1 << 20])) as db:
+        for i, size in enumerate(sizes):
+            key = rng.randbytes(rng.randrange(0, 40)) + b"%d" % i
+            value = rng.randbytes(size)
+            db[key] = value
+            expected[key] = value
+    data = data_bytes(dbpath)
+    position = len(HEADER)
+    while position < len(data):
+        key_length, value_length = struct.unpack_from("!ii", data, position)
+        body = data[position + 8 : position + 8 + key_length + value_length]
+        (stored,) = struct.unpack_from("!I", data, position + 8 + key_length + value_length)
+        assert stored == zlib.crc32(body), (position, key_length, value_length)
+        position += 12 + key_length + value_length
+    with dbopen(dbpath, verify_checksums=True) as db:
+        assert dict(db.items()) == expected

@@ -39,12 +39,19 @@ from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import MAX_LENGTH as _MAX_LENGTH, check_header
 
+cdef extern from "_crc32.h":
+    void semidbm_crc32_init()
+    uint32_t crc32 "semidbm_crc32" (uint32_t crc, const char* data, size_t size) noexcept nogil
+
 cdef extern from "_platform.h":
     const char* semidbm_map(int fd, size_t length, int* error)
     void semidbm_unmap(const char* data, size_t length)
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
     enum: SEMIDBM_MAP_BEYOND_EOF
+
+semidbm_crc32_init()
+
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
@@ -68,53 +75,6 @@ cdef enum:
 
 cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
 cdef str TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % _MAX_LENGTH
-
-
-# --- CRC-32 (zlib's: reflected polynomial 0xEDB88320), eight bytes a step ---
-
-cdef uint32_t crc_table[8][256]
-
-
-cdef void build_crc_table():
-    cdef uint32_t value
-    cdef int byte, bit, step
-    for byte in range(256):
-        value = byte
-        for bit in range(8):
-            value = (value >> 1) ^ (0xEDB88320 if value & 1 else 0)
-        crc_table[0][byte] = value
-    for byte in range(256):
-        for step in range(1, 8):
-            value = crc_table[step - 1][byte]
-            crc_table[step][byte] = (value >> 8) ^ crc_table[0][value & 0xFF]
-
-
-build_crc_table()
-
-
-cdef inline uint32_t load_le32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-cdef uint32_t crc32(uint32_t crc, const char* data, size_t size) noexcept nogil:
-    """Continue the CRC-32 ``crc`` over ``size`` bytes (start with 0)."""
-    cdef const uint8_t* p = <const uint8_t*>data
-    cdef uint32_t low, high
-    crc = ~crc
-    while size >= 8:
-        low = load_le32(p) ^ crc
-        high = load_le32(p + 4)
-        crc = (crc_table[7][low & 0xFF] ^ crc_table[6][(low >> 8) & 0xFF]
-               ^ crc_table[5][(low >> 16) & 0xFF] ^ crc_table[4][low >> 24]
-               ^ crc_table[3][high & 0xFF] ^ crc_table[2][(high >> 8) & 0xFF]
-               ^ crc_table[1][(high >> 16) & 0xFF] ^ crc_table[0][high >> 24])
-        p += 8
-        size -= 8
-    while size:
-        crc = (crc >> 8) ^ crc_table[0][(crc ^ p[0]) & 0xFF]
-        p += 1
-        size -= 1
-    return ~crc
 
 
 # --- Big-endian fields and key hashing ---
@@ -565,25 +525,26 @@ cdef class Store:
         cdef char tail[CHECKSUM_SIZE]
         cdef char* out
         cdef uint64_t offset
-        cdef uint32_t crc = crc32(0, key, key_size)
+        cdef uint32_t crc
         cdef int failure
-        if value != NULL:
-            crc = crc32(crc, value, value_size)
         if self.buffer_used + size <= self.buffer_size:
             offset = self.disk_end + self.buffer_used
             out = self.buffer + self.buffer_used
             encode_header(out, key_size, value_size if value != NULL else DELETED)
             memcpy(out + LENGTHS_SIZE, key, key_size)
-            out += LENGTHS_SIZE + key_size
             if value != NULL:
-                memcpy(out, value, value_size)
-                out += value_size
-            store_be32(out, crc)
+                memcpy(out + LENGTHS_SIZE + key_size, value, value_size)
+            # The CRC covers the key and value, side by side in the buffer.
+            store_be32(out + size - CHECKSUM_SIZE,
+                       crc32(0, out + LENGTHS_SIZE, size - RECORD_OVERHEAD))
             self.buffer_used += size
             return offset
         self.flush()
         if size <= self.buffer_size:
             return self.append(key, key_size, value, value_size)
+        crc = crc32(0, key, key_size)
+        if value != NULL:
+            crc = crc32(crc, value, value_size)
         encode_header(head, key_size, value_size if value != NULL else DELETED)
         store_be32(tail, crc)
         offset = self.disk_end
@@ -645,7 +606,7 @@ cdef class Store:
         value = found + LENGTHS_SIZE + key_size
         if self.verify:
             expected = load_be32(value + value_size)
-            if crc32(crc32(0, key, key_size), value, value_size) != expected:
+            if crc32(0, found + LENGTHS_SIZE, key_size + value_size) != expected:
                 raise DBMChecksumError(
                     "%s: checksum mismatch in the value of key %r at offset %d"
                     % (self.path, PyBytes_FromStringAndSize(key, key_size),
