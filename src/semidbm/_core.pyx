@@ -345,14 +345,13 @@ cdef class Store:
                 break
             key = self.map + position + LENGTHS_SIZE
             hashed = hash_key(key, key_size)
-            slot = self.find(key, key_size, hashed)
             if value_size == DELETED:
+                slot = self.find(key, key_size, hashed)
                 if slot >= 0:
                     self.remove(slot)
-            elif slot >= 0:
-                self.slots[slot].offset = position
             else:
-                self.insert(hashed, position)
+                self.reserve()
+                self.put(self.find(key, key_size, hashed), hashed, position)
             position = record_end
         return position
 
@@ -365,7 +364,10 @@ cdef class Store:
         return self.map + offset
 
     cdef Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
-        """The slot holding ``key``, or -1."""
+        """The slot holding ``key``; if absent, -1 - the empty slot where it would go.
+
+        An empty table has no empty slot: there the answer is just -1.
+        """
         cdef size_t mask, index
         cdef const char* found
         if self.capacity == 0:
@@ -378,10 +380,14 @@ cdef class Store:
                 if <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0:
                     return index
             index = (index + 1) & mask
-        return -1
+        return -1 - <Py_ssize_t>index
 
     cdef int reserve(self) except -1:
-        """Make room for one more key: grow the table past three quarters full."""
+        """Make room for one more key: grow the table past three quarters full.
+
+        Call before ``find`` when the key may be added, so that the empty
+        slot ``find`` reports is still the right one.
+        """
         cdef size_t capacity, index, mask, old
         cdef Slot* slots
         if (self.count + 1) * 4 <= self.capacity * 3:
@@ -403,19 +409,16 @@ cdef class Store:
         self.version += 1
         return 0
 
-    cdef int insert(self, uint32_t hashed, uint64_t offset) except -1:
-        """Add a key known to be absent."""
-        cdef size_t mask, index
-        self.reserve()
-        mask = self.capacity - 1
-        index = hashed & mask
-        while self.slots[index].offset != 0:
-            index = (index + 1) & mask
-        self.slots[index].offset = offset
-        self.slots[index].hash = hashed
-        self.count += 1
-        self.version += 1
-        return 0
+    cdef inline void put(self, Py_ssize_t found, uint32_t hashed, uint64_t offset) noexcept nogil:
+        """Point the key ``find`` answered ``found`` for at the record at ``offset``."""
+        if found >= 0:
+            self.slots[found].offset = offset
+        else:
+            found = -1 - found
+            self.slots[found].offset = offset
+            self.slots[found].hash = hashed
+            self.count += 1
+            self.version += 1
 
     cdef void remove(self, Py_ssize_t slot) noexcept nogil:
         """Empty ``slot``, shifting back the entries after it that probed past it."""
@@ -630,15 +633,11 @@ cdef class Store:
                 if borrowed_value.size > MAX_LENGTH:
                     raise ValueError(TOO_LONG % "values")
                 hashed = hash_key(borrowed_key.data, borrowed_key.size)
+                self.reserve()
                 slot = self.find(borrowed_key.data, borrowed_key.size, hashed)
-                if slot < 0:
-                    self.reserve()
                 offset = self.append(borrowed_key.data, borrowed_key.size,
                                      borrowed_value.data, borrowed_value.size)
-                if slot >= 0:
-                    self.slots[slot].offset = offset
-                else:
-                    self.insert(hashed, offset)
+                self.put(slot, hashed, offset)
             finally:
                 give_back(&borrowed_value)
         finally:
