@@ -74,9 +74,16 @@ def _stop_writing():
     return FAILED
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose complaints are one line, pointing at ``--help``."""
+
+    def error(self, message):
+        self.exit(BAD_ARGUMENTS, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
+
+
 def build_parser():
     """The argument parser: one subcommand per job."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="semidbm",
         description="Look into, check, edit and move semidbm databases.",
         epilog="Exit status: 0 ok, 1 error, 2 bad arguments, 3 verify found damage.",

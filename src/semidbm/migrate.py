@@ -16,11 +16,11 @@ empty value leaves the line ending in the space). A line may end in
 ``\\n`` or ``\\r\\n``.
 """
 
+import binascii
 import dbm
 import os
 import re
 import shutil
-from urllib.parse import unquote_to_bytes
 
 from . import db as _db
 from .errors import DBMError
@@ -29,8 +29,9 @@ from .format import DATA_NAME, MAGIC
 #: The bytes that stand for themselves in a dump field.
 _LITERAL = bytes(byte for byte in range(0x21, 0x7F) if byte not in b"%#")
 _ESCAPED = ["%%%02X" % byte if byte not in _LITERAL else chr(byte) for byte in range(256)]
-#: A well-formed field: literal characters and %XX escapes only.
-_FIELD = re.compile(r'(?:[!"$&-~]|%[0-9A-Fa-f]{2})*')
+#: The characters a field may hold: the literal ones and "%", which must start an escape.
+_FIELD_CHARACTERS = _LITERAL + b"%"
+_BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
 
 #: The first line of a dump, a comment saying what follows.
 DUMP_HEADER = "# semidbm dump: one record a line, KEY VALUE, each byte not printable ASCII or space % # as %XX\n"
@@ -45,9 +46,14 @@ def encode_field(data):
 
 def decode_field(field):
     """Return the bytes the dump field ``field`` stands for; ValueError if it is malformed."""
-    if not _FIELD.fullmatch(field):
+    try:
+        text = field.encode("ascii")
+    except UnicodeEncodeError:
+        text = b"\x80"
+    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(field):
         raise ValueError("malformed field (only printable ASCII and %XX escapes may appear)")
-    return unquote_to_bytes(field)
+    # As quoted-printable escapes (=XX, once a literal "=" is one), binascii decodes them in C.
+    return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
 
 
 def export_dump(database, stream, progress=None):
