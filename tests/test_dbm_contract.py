@@ -272,3 +272,25 @@ def test_reader_cannot_reorganize_but_can_sync(dbopen, dbpath):
         db.sync()
         with pytest.raises(semidbm.error, match="read-only"):
             db.reorganize()
+
+
+# --- code written for semidbm 0.5.1 ---
+
+
+def test_code_written_for_semidbm_051_runs_unchanged(dbopen, dbpath):
+    db = dbopen(str(dbpath), "c", 0o666, True)  # verify_checksums as 0.5.1 took it: fourth, positional
+    db[b"key"] = b"value"
+    db[b"other"] = b"x"
+    del db[b"other"]
+    assert list(db.keys()) == [b"key"] and db.values() == [b"value"]
+    assert b"key" in db and list(db) == [b"key"]
+    db.sync()
+    db.compact()
+    db.close(compact=True)
+    with open(dbpath / "data", "r+b") as data:
+        data.seek(-6, os.SEEK_END)  # inside the value
+        data.write(b"V")
+    db = dbopen(str(dbpath), "r", 0o666, True)
+    with pytest.raises(semidbm.DBMChecksumError):
+        db[b"key"]
+    db.close()

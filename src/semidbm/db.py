@@ -167,8 +167,8 @@ def open(
     filename,
     flag="r",
     mode=0o666,
-    *,
     verify_checksums=False,
+    *,
     buffer_size=DEFAULT_BUFFER_SIZE,
     recover=False,
 ):
@@ -191,7 +191,8 @@ def open(
 
     ``verify_checksums``
         Check each value's CRC-32 on every read; a mismatch raises
-        :class:`semidbm.DBMChecksumError`.
+        :class:`semidbm.DBMChecksumError`. It may also be given as the
+        fourth positional argument, as semidbm 0.5.1 took it.
     ``buffer_size``
         Bytes of records collected before they are written to the file.
         ``sync()`` and ``close()`` write them out and fsync; a process
@@ -226,8 +227,8 @@ def open_with(
     filename,
     flag="r",
     mode=0o666,
-    *,
     verify_checksums=False,
+    *,
     buffer_size=DEFAULT_BUFFER_SIZE,
     recover=False,
 ):
