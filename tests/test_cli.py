@@ -17,7 +17,19 @@ import semidbm
 from .test_format import put_record
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "semidbm")
-COMMANDS = ["stats", "get", "set", "delete", "keys", "verify", "compact", "convert", "export", "import", "bench"]
+COMMANDS = [
+    "stats",
+    "get",
+    "set",
+    "delete",
+    "keys",
+    "verify",
+    "compact",
+    "convert",
+    "export",
+    "import",
+    "bench",
+]
 
 
 @pytest.fixture(params=["script", "module"])
@@ -75,7 +87,9 @@ def test_set_get_keys_delete(tool, tmp_path):
     assert run(tool, "set", "--create", path, "greeting", "h\u00e9llo").returncode == 0
     assert run(tool, "set", path, "binary", input=b"\x00\xff\n").returncode == 0  # value from stdin
     assert run(tool, "set", path, "-e", "k%00", "v%20w").returncode == 0
-    assert run(tool, "get", path, "greeting").stdout == "h\u00e9llo".encode()  # raw, no newline when piped
+    assert (
+        run(tool, "get", path, "greeting").stdout == "h\u00e9llo".encode()
+    )  # raw, no newline when piped
     assert run(tool, "get", path, "binary").stdout == b"\x00\xff\n"
     assert run(tool, "get", "-e", path, "k%00").stdout == b"v%20w\n"
     assert run(tool, "keys", path).stdout == b"binary\ngreeting\nk\x00\n"
@@ -115,7 +129,9 @@ def test_stats(tool, filled):
     }
     text = run(tool, "stats", filled).stdout.decode()
     assert re.search(r"^keys\s+2$", text, re.MULTILINE)
-    assert re.search(r"^compaction frees\s+%d bytes \(\d+%%\)$" % (size - 8 - live), text, re.MULTILINE)
+    assert re.search(
+        r"^compaction frees\s+%d bytes \(\d+%%\)$" % (size - 8 - live), text, re.MULTILINE
+    )
     assert re.search(r"^format version\s+1\.1$", text, re.MULTILINE)
 
 
@@ -196,10 +212,14 @@ def test_convert_from_gnu_and_dumb(tool, tmp_path):
         destination = tmp_path / (module.__name__ + ".semidbm")
         result = run(tool, "convert", source, destination)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.decode() == "converted 2 keys from the %s database %s into the semidbm database %s\n" % (
-            module.__name__,
-            source,
-            destination,
+        assert (
+            result.stdout.decode()
+            == "converted 2 keys from the %s database %s into the semidbm database %s\n"
+            % (
+                module.__name__,
+                source,
+                destination,
+            )
         )
         with semidbm.open(destination) as converted:
             assert dict(converted.items()) == {b"key": b"value", b"\x00": b""}

@@ -95,7 +95,9 @@ def test_error_is_an_oserror_naming_the_missing_database(dbopen, dbpath):
 
 
 @pytest.mark.parametrize(
-    "convert", [str, os.fsencode, lambda path: path, BytesPath], ids=["str", "bytes", "path", "bytes-path"]
+    "convert",
+    [str, os.fsencode, lambda path: path, BytesPath],
+    ids=["str", "bytes", "path", "bytes-path"],
 )
 def test_every_kind_of_path(dbopen, dbpath, convert):
     with dbopen(convert(dbpath), "c") as db:
@@ -278,7 +280,9 @@ def test_reader_cannot_reorganize_but_can_sync(dbopen, dbpath):
 
 
 def test_code_written_for_semidbm_051_runs_unchanged(dbopen, dbpath):
-    db = dbopen(str(dbpath), "c", 0o666, True)  # verify_checksums as 0.5.1 took it: fourth, positional
+    db = dbopen(
+        str(dbpath), "c", 0o666, True
+    )  # verify_checksums as 0.5.1 took it: fourth, positional
     db[b"key"] = b"value"
     db[b"other"] = b"x"
     del db[b"other"]

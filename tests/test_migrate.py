@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import semidbm
@@ -124,7 +124,9 @@ def test_export_and_import_report_progress(dbopen, dbpath):
         migrate.export_dump(database, stream, lambda done, total: calls.append((done, total)))
         assert calls == [(1, 2), (2, 2)]
         calls.clear()
-        migrate.import_dump(io.BytesIO(stream.getvalue()), database, lambda *call: calls.append(call))
+        migrate.import_dump(
+            io.BytesIO(stream.getvalue()), database, lambda *call: calls.append(call)
+        )
     header = len(migrate.DUMP_HEADER)
     assert calls == [(header + 4, None), (header + 8, None)]
 
@@ -178,7 +180,10 @@ def test_convert_refuses_an_existing_destination_and_leaves_it(tmp_path):
     "make, message",
     [
         (lambda path: None, "no database at"),
-        (lambda path: pathlib.Path(path).write_bytes(b"just some file, not a database"), "not a database that"),
+        (
+            lambda path: pathlib.Path(path).write_bytes(b"just some file, not a database"),
+            "not a database that",
+        ),
         (lambda path: semidbm.open(path, "c").close(), "already a semidbm database"),
     ],
     ids=["missing", "unknown", "semidbm"],
@@ -221,7 +226,9 @@ def test_a_failed_conversion_removes_what_it_wrote(tmp_path, monkeypatch):
 def python_with_sqlite3_dbm():
     """A Python (3.13 or later) that has dbm.sqlite3, or None."""
     candidates = [os.environ.get("SEMIDBM_SQLITE3_PYTHON"), sys.executable]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")), reverse=True)
+    candidates += sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")), reverse=True
+    )
     for candidate in filter(None, candidates):
         probe = subprocess.run([candidate, "-c", "import dbm.sqlite3"], capture_output=True)
         if probe.returncode == 0:

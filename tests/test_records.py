@@ -1,4 +1,4 @@
-"""Walking the log (``_records``) and what the walk finds (``_checks``): the ground of stats and verify."""
+"""The log walk (``_records``) and its findings (``_checks``), as stats and verify use them."""
 
 import struct
 
@@ -23,7 +23,12 @@ def walk(dbpath, check=False):
 
 
 def test_records_come_with_offsets_sizes_and_lengths(dbpath):
-    records = [put_record(b"a", b"1"), put_record(b"key", b""), delete_record(b"a"), put_record(b"", b"vv")]
+    records = [
+        put_record(b"a", b"1"),
+        put_record(b"key", b""),
+        delete_record(b"a"),
+        put_record(b"", b"vv"),
+    ]
     write_data(dbpath, *records)
     found, end, size = walk(dbpath)
     offsets = [H]
@@ -102,7 +107,12 @@ def test_version_is_read_from_the_header(dbpath):
 
 
 def test_examine_counts_live_and_dead_bytes(dbpath):
-    a1, b, a2, gone = put_record(b"a", b"1"), put_record(b"b", b"22"), put_record(b"a", b"333"), delete_record(b"b")
+    a1, b, a2, gone = (
+        put_record(b"a", b"1"),
+        put_record(b"b", b"22"),
+        put_record(b"a", b"333"),
+        delete_record(b"b"),
+    )
     write_data(dbpath, a1, b, a2, gone)
     found = _checks.examine(dbpath)
     assert (found.keys, found.records) == (1, 4)
@@ -134,7 +144,9 @@ def test_after_compaction_nothing_is_reclaimable(dbopen, dbpath):
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from([b"a", b"b", b"c", b""]), st.one_of(st.none(), st.binary(max_size=30))),
+        st.tuples(
+            st.sampled_from([b"a", b"b", b"c", b""]), st.one_of(st.none(), st.binary(max_size=30))
+        ),
         max_size=30,
     )
 )

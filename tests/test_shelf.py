@@ -125,7 +125,9 @@ def test_open_shelf_creates_by_default_and_returns_a_shelf(tmp_path):
         assert shelf["config"] == {"retries": 3}
 
 
-@pytest.mark.parametrize("convert", [str, os.fsencode, lambda path: path], ids=["str", "bytes", "path"])
+@pytest.mark.parametrize(
+    "convert", [str, os.fsencode, lambda path: path], ids=["str", "bytes", "path"]
+)
 def test_open_shelf_takes_every_kind_of_path(tmp_path, convert):
     with semidbm.open_shelf(convert(tmp_path / "s.db")) as shelf:
         shelf["k"] = 1
@@ -258,7 +260,9 @@ def test_shelf_class_takes_a_serializer(dbopen, dbpath):
         ({"serializer": "json", "protocol": 2}, ValueError, "pickle serializer only"),
     ],
 )
-def test_bad_serializer_options_are_refused_before_touching_the_file(tmp_path, options, error, message):
+def test_bad_serializer_options_are_refused_before_touching_the_file(
+    tmp_path, options, error, message
+):
     with pytest.raises(error, match=message):
         semidbm.open_shelf(tmp_path / "s.db", **options)
     assert not (tmp_path / "s.db").exists()

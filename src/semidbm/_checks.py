@@ -1,4 +1,4 @@
-"""What a walk over the log tells about a database: the numbers of ``stats``, the damage ``verify`` finds.
+"""What a walk over the log tells: the numbers of ``stats``, the damage ``verify`` finds.
 
 Both come from one walk (:func:`examine`) over the records of the data
 file (``_records``), replaying the log as the kernels do to learn which
@@ -8,8 +8,8 @@ record holds each key's current value.
 import os
 
 from . import _files, _lock, db
-from .errors import error
 from ._records import CorruptRecord, DataFile
+from .errors import error
 from .format import DEFAULT_BUFFER_SIZE, HEADER_SIZE, torn_tail_limit
 
 
@@ -65,7 +65,7 @@ class Examination:
 
 
 def examine(database_path, check_checksums=False, progress=None):
-    """Walk the data file of the database directory ``database_path`` and return an :class:`Examination`.
+    """Walk the data file of the database ``database_path``; return an :class:`Examination`.
 
     With ``check_checksums``, every record's CRC-32 is checked.
     ``progress(done, total)``, if given, is called with bytes walked so far.

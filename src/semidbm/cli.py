@@ -78,7 +78,9 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose complaints are one line, pointing at ``--help``."""
 
     def error(self, message):
-        self.exit(BAD_ARGUMENTS, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog))
+        self.exit(
+            BAD_ARGUMENTS, "%s: error: %s (see %s --help)\n" % (self.prog, message, self.prog)
+        )
 
 
 def build_parser():
@@ -98,9 +100,7 @@ def build_parser():
 
     encoded_help = "KEY (and VALUE) are percent-encoded, as in a dump (for binary keys)"
 
-    sub = command(
-        "stats", run_stats, "show keys, live and dead bytes, what compaction would free"
-    )
+    sub = command("stats", run_stats, "show keys, live and dead bytes, what compaction would free")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("--json", action="store_true", help="print the numbers as JSON")
 
@@ -178,13 +178,16 @@ def build_parser():
         "side-by-side comparisons with other dbms, see benchmarks/compare.py "
         "in the source tree and python -m semidbm.bench.",
     )
-    sub.add_argument("-n", "--keys", type=_positive, default=100_000, help="number of keys (100000)")
+    sub.add_argument(
+        "-n", "--keys", type=_positive, default=100_000, help="number of keys (100000)"
+    )
     sub.add_argument("--value-size", type=_positive, default=100, help="bytes per value (100)")
     sub.add_argument("--dir", help="where to put the temporary database (default: the system's)")
     return parser
 
 
 def _positive(text):
+    """An argparse type: a whole number above zero."""
     try:
         number = int(text)
     except ValueError:
@@ -208,6 +211,7 @@ def _argument_bytes(text, encoded):
 
 
 def run_stats(args):
+    """``stats``: the numbers of one walk over the log."""
     with Progress("reading", unit="bytes") as progress:
         found = _checks.examine(args.database, progress=progress)
     numbers = {
@@ -250,12 +254,14 @@ def run_stats(args):
 
 
 def _bytes(count):
+    """A byte count for people: exact, with a short form when large."""
     if count < 1024:
         return "{:,} bytes".format(count)
     return "{:,} bytes ({})".format(count, human_bytes(count))
 
 
 def run_get(args):
+    """``get``: the value, raw (a newline only on a terminal), or percent-encoded."""
     key = _argument_bytes(args.key, args.encoded)
     with db.open(args.database) as database:
         try:
@@ -273,6 +279,7 @@ def run_get(args):
 
 
 def run_set(args):
+    """``set``: one key, its value from the command line or stdin."""
     key = _argument_bytes(args.key, args.encoded)
     if args.value is None:
         value = sys.stdin.buffer.read()
@@ -284,6 +291,7 @@ def run_set(args):
 
 
 def run_delete(args):
+    """``delete``: all the keys given, or none if one is missing."""
     keys = [_argument_bytes(key, args.encoded) for key in args.keys]
     with db.open(args.database, "w") as database:
         for text, key in zip(args.keys, keys):
@@ -296,6 +304,7 @@ def run_delete(args):
 
 
 def run_keys(args):
+    """``keys``: sorted, one a line, raw or percent-encoded."""
     with db.open(args.database) as database:
         keys = sorted(database.keys())
     out = sys.stdout.buffer
@@ -308,12 +317,16 @@ def run_keys(args):
 
 
 def run_verify(args):
+    """``verify``: every record's lengths and checksum; status 3 on damage."""
     with Progress("verifying", unit="bytes") as progress:
         found = _checks.examine(args.database, check_checksums=True, progress=progress)
     for offset, live in found.bad_checksums:
         print(
             "bad checksum: record at offset %d (%s)"
-            % (offset, "the current value of its key" if live else "an old record, which compaction drops")
+            % (
+                offset,
+                "the current value of its key" if live else "an old record, which compaction drops",
+            )
         )
     if found.corrupt_at is not None:
         print(
@@ -326,16 +339,11 @@ def run_verify(args):
             % (_bytes(found.tail), found.tail_offset)
         )
     elif found.tail:
+        kept = "%s%d" % (TORN_PREFIX, found.tail_offset)
         if found.tail_needs_recover:
-            what = "opening needs recover=True, which keeps them in %s%d" % (
-                TORN_PREFIX,
-                found.tail_offset,
-            )
+            what = "opening needs recover=True, which keeps them in " + kept
         else:
-            what = "opening for writing cuts them off and keeps them in %s%d" % (
-                TORN_PREFIX,
-                found.tail_offset,
-            )
+            what = "opening for writing cuts them off and keeps them in " + kept
         print(
             "torn tail: %s at offset %d do not make a whole record (an interrupted write?); %s"
             % (_bytes(found.tail), found.tail_offset, what)
@@ -346,7 +354,8 @@ def run_verify(args):
     if found.damaged:
         problems = []
         if found.bad_checksums:
-            problems.append("%d bad checksum%s" % (len(found.bad_checksums), "s"[: len(found.bad_checksums) > 1]))
+            count = len(found.bad_checksums)
+            problems.append("%d bad checksum%s" % (count, "" if count == 1 else "s"))
         if found.corrupt_at is not None:
             problems.append("a corrupt record")
         if found.tail:
@@ -358,6 +367,7 @@ def run_verify(args):
 
 
 def run_compact(args):
+    """``compact``: rewrite the data file, say how much that freed."""
     data_path = os.path.join(args.database, "data")
     with db.open(args.database, "w") as database:
         before = os.path.getsize(data_path)
@@ -371,6 +381,7 @@ def run_compact(args):
 
 
 def run_convert(args):
+    """``convert``: a stdlib dbm database into a new semidbm one."""
     with Progress("converting") as progress:
         kind, count = migrate.convert(args.source, args.destination, progress=progress)
     print(
@@ -382,6 +393,7 @@ def run_convert(args):
 
 
 def run_export(args):
+    """``export``: a dump to a file or stdout (then nothing else on stdout)."""
     with db.open(args.database) as database, Progress("exporting") as progress:
         if args.dump == "-":
             migrate.export_dump(database, sys.stdout.buffer, progress)
@@ -394,6 +406,7 @@ def run_export(args):
 
 
 def run_import(args):
+    """``import``: a dump from a file or stdin into a database, created if missing."""
     with contextlib.ExitStack() as stack:
         if args.dump == "-":
             stream, total = sys.stdin.buffer, None
@@ -411,6 +424,7 @@ def run_import(args):
 
 
 def run_bench(args):
+    """``bench``: a quick fill, read and delete timing of semidbm alone (not a comparison)."""
     count, value = args.keys, b"v" * args.value_size
     keys = [b"key-%012d" % number for number in range(count)]
     shuffled = random.Random(8).sample(keys, len(keys))

@@ -34,7 +34,10 @@ _FIELD_CHARACTERS = _LITERAL + b"%"
 _BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
 
 #: The first line of a dump, a comment saying what follows.
-DUMP_HEADER = "# semidbm dump: one record a line, KEY VALUE, each byte not printable ASCII or space % # as %XX\n"
+DUMP_HEADER = (
+    "# semidbm dump: one record a line, KEY VALUE, "
+    "each byte not printable ASCII or space % # as %XX\n"
+)
 
 
 def encode_field(data):

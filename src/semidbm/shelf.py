@@ -79,7 +79,9 @@ def make_serializer(serializer, protocol=None):
         if factory is PickleSerializer:
             return PickleSerializer(protocol)
         made = factory()
-    elif callable(getattr(serializer, "dumps", None)) and callable(getattr(serializer, "loads", None)):
+    elif callable(getattr(serializer, "dumps", None)) and callable(
+        getattr(serializer, "loads", None)
+    ):
         made = serializer
     else:
         raise TypeError(
@@ -102,7 +104,9 @@ class Shelf(shelve.Shelf):
     ``close()`` instead of trying to write it back.
     """
 
-    def __init__(self, dict, protocol=None, writeback=False, keyencoding="utf-8", *, serializer="pickle"):
+    def __init__(
+        self, dict, protocol=None, writeback=False, keyencoding="utf-8", *, serializer="pickle"
+    ):
         self.serializer = make_serializer(serializer, protocol)
         super().__init__(dict, protocol, writeback, keyencoding)
 
@@ -150,7 +154,7 @@ def open_shelf(
     serializer="pickle",
     keyencoding="utf-8",
     mode=0o666,
-    **options
+    **options,
 ):
     """Open a shelf on the semidbm database ``filename``, as ``shelve.open`` does on a dbm.
 
