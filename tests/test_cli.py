@@ -130,7 +130,7 @@ def test_stats(tool, filled):
     text = run(tool, "stats", filled).stdout.decode()
     assert re.search(r"^keys\s+2$", text, re.MULTILINE)
     assert re.search(
-        r"^compaction frees\s+%d bytes \(\d+%%\)$" % (size - 8 - live), text, re.MULTILINE
+        r"^compaction frees\s+%d bytes \(\d+\.\d%%\)$" % (size - 8 - live), text, re.MULTILINE
     )
     assert re.search(r"^format version\s+1\.1$", text, re.MULTILINE)
 

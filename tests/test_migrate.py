@@ -266,3 +266,14 @@ def test_the_command_converts_sqlite3_on_a_python_that_has_it(tmp_path):
             bytes(range(256)): b"",
             b"large": bytes(range(256)) * 8192,
         }
+
+
+def test_convert_says_when_a_gdbm_source_is_locked(tmp_path):
+    import dbm.gnu
+
+    source = str(tmp_path / "source")
+    with dbm.gnu.open(source, "c") as writer:
+        writer[b"k"] = b"v"
+        with pytest.raises(semidbm.error, match="locked by a process"):
+            migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()

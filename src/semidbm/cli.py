@@ -240,7 +240,7 @@ def run_stats(args):
         ("records", "{:,}".format(found.records)),
         ("live bytes", _bytes(found.live_bytes)),
         ("dead bytes", _bytes(found.dead_bytes)),
-        ("compaction frees", "%s (%.0f%%)" % (_bytes(found.reclaimable), share * 100)),
+        ("compaction frees", "%s (%.1f%%)" % (_bytes(found.reclaimable), share * 100)),
     ]
     if found.tail:
         lines.append(("torn tail", "%s at offset %d" % (_bytes(found.tail), found.tail_offset)))

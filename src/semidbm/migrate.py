@@ -18,6 +18,7 @@ empty value leaves the line ending in the space). A line may end in
 
 import binascii
 import dbm
+import errno
 import os
 import re
 import shutil
@@ -159,6 +160,10 @@ def convert(source, destination, progress=None, **options):
         old = dbm.open(os.fsdecode(os.fspath(source)), "r")
     except dbm.error[0] as exc:  # not an OSError: "the module is not available"
         raise DBMError("cannot open %s: %s" % (source, exc)) from None
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            raise DBMError(exc.errno, "locked by a process that has it open for writing", source)
+        raise
     try:
         new = _db.open(destination, "n", **options)
         try:
