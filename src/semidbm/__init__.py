@@ -8,7 +8,13 @@ like the standard library's dbm modules::
     with semidbm.open("cache.db", "c") as db:
         db[b"key"] = b"value"
 
-or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``.
+or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``,
+or ``semidbm.open_shelf("objects.db", serializer="json")`` for a shelf
+that is safe to read from untrusted sources (``semidbm.shelf``).
+
+``semidbm.migrate`` copies stdlib dbm databases into semidbm and moves
+data through a text dump; the ``semidbm`` command (``python -m semidbm``)
+does both, and more, from the shell.
 
 ``implementation`` names the storage kernel in use: ``"cython"`` (the
 compiled core) or ``"python"`` (the pure-Python reference, forced by
@@ -17,11 +23,13 @@ setting ``SEMIDBM_PURE_PYTHON=1``).
 
 from .db import implementation, open
 from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
+from .shelf import open_shelf
 
 __version__ = "0.6.0"
 
 __all__ = [
     "open",
+    "open_shelf",
     "error",
     "DBMError",
     "DBMLoadError",

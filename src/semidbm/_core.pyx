@@ -667,8 +667,15 @@ cdef class Store:
         return self.fd < 0
 
     def sync(self):
-        """Write buffered records to the file and flush it to disk (fsync)."""
+        """Write buffered records to the file and flush it to disk (fsync).
+
+        A reader has nothing to write: for it this does nothing, as for
+        the stdlib dbm modules' readers (``shelve`` syncs on close).
+        """
         with self.guard:
+            if not self.writable and not self.owner:
+                self.check_open()
+                return
             self.check_writable("sync")
             self.flush()
             try:

@@ -317,8 +317,15 @@ class Store:
             self._buffer = bytearray()
 
     def sync(self):
-        """Write buffered records to the file and flush it to disk (fsync)."""
+        """Write buffered records to the file and flush it to disk (fsync).
+
+        A reader has nothing to write: for it this does nothing, as for
+        the stdlib dbm modules' readers (``shelve`` syncs on close).
+        """
         with self._guard:
+            if not self.writable and self._owner is None:
+                self._check_open()
+                return
             self._check_writable("sync")
             self._flush()
             try:

@@ -66,7 +66,7 @@ def database_class(kernel):
         fsync the file. Made by :func:`semidbm.open`.
         """
 
-        __slots__ = ("_lock", "__weakref__")
+        __slots__ = ("_lock", "_walk", "__weakref__")
 
         def keys(self):
             """Return a list of all keys (as ``dbm.dumb`` and ``dbm.gnu`` do)."""
@@ -84,6 +84,47 @@ def database_class(kernel):
             """Delete every key (each deletion is appended to the log)."""
             for key in self.keys():
                 del self[key]
+
+        def firstkey(self):
+            """Start a walk over the keys, as ``dbm.gnu`` has it; return the first key or None.
+
+            The walk goes over the keys as they are now, in iteration
+            order; :meth:`nextkey` skips keys deleted since, and keys
+            added during the walk are not visited. Iterating over the
+            database does the same more simply.
+            """
+            return self._walk_from(self.keys(), 0)
+
+        def nextkey(self, key):
+            """Return the key after ``key`` in the walk :meth:`firstkey` began, or None at the end.
+
+            Also None for a key the database does not hold, as in ``dbm.gnu``.
+            """
+            if isinstance(key, str):
+                key = key.encode("utf-8")
+            else:
+                key = memoryview(key).tobytes()
+            keys, position = self._walk or ((), 0)
+            if position >= len(keys) or keys[position] != key:
+                keys = self.keys()
+                try:
+                    position = keys.index(key)
+                except ValueError:
+                    return None
+            return self._walk_from(keys, position + 1)
+
+        def _walk_from(self, keys, start):
+            """The first key of ``keys`` from ``start`` on that is still present; remember where."""
+            for position in range(start, len(keys)):
+                if keys[position] in self:
+                    self._walk = (keys, position)
+                    return keys[position]
+            self._walk = None
+            return None
+
+        def reorganize(self):
+            """Compact the database: ``dbm.gnu``'s name for :meth:`compact`."""
+            self.compact()
 
         def close(self, compact=False):
             """Flush, fsync and close the database; compact it first if asked.
@@ -126,8 +167,8 @@ def open(
     filename,
     flag="r",
     mode=0o666,
-    *,
     verify_checksums=False,
+    *,
     buffer_size=DEFAULT_BUFFER_SIZE,
     recover=False,
 ):
@@ -150,7 +191,8 @@ def open(
 
     ``verify_checksums``
         Check each value's CRC-32 on every read; a mismatch raises
-        :class:`semidbm.DBMChecksumError`.
+        :class:`semidbm.DBMChecksumError`. It may also be given as the
+        fourth positional argument, as semidbm 0.5.1 took it.
     ``buffer_size``
         Bytes of records collected before they are written to the file.
         ``sync()`` and ``close()`` write them out and fsync; a process
@@ -185,8 +227,8 @@ def open_with(
     filename,
     flag="r",
     mode=0o666,
-    *,
     verify_checksums=False,
+    *,
     buffer_size=DEFAULT_BUFFER_SIZE,
     recover=False,
 ):
@@ -219,6 +261,7 @@ def open_with(
             lock.release()
         raise
     database._lock = lock
+    database._walk = None
     if writable:
         _open_writers[id(database)] = database
     return database

@@ -1,0 +1,182 @@
+"""Moving data into semidbm: from the stdlib dbm modules, and through a text dump.
+
+- :func:`convert` copies any database the standard library's
+  :func:`dbm.open` opens (``dbm.gnu``, ``dbm.ndbm``, ``dbm.dumb``, and
+  ``dbm.sqlite3`` on Pythons that have it) into a new semidbm database.
+- :func:`export_dump` and :func:`import_dump` write and read a dump: a
+  portable, binary-safe text file with one record a line.
+
+The dump format: ASCII text; lines starting with ``#`` are
+comments and blank lines are ignored; every other line is ``KEY VALUE``,
+the two fields separated by one space. In a field, the printable ASCII
+characters other than space, ``%`` and ``#`` stand for themselves and
+every other byte is ``%XX`` (two hex digits), as in URLs (RFC 3986), so
+text stays readable and any bytes survive. An empty field is empty (an
+empty value leaves the line ending in the space). A line may end in
+``\\n`` or ``\\r\\n``.
+"""
+
+import binascii
+import dbm
+import errno
+import os
+import re
+import shutil
+
+from . import db as _db
+from .errors import DBMError
+from .format import DATA_NAME, MAGIC
+
+#: The bytes that stand for themselves in a dump field.
+_LITERAL = bytes(byte for byte in range(0x21, 0x7F) if byte not in b"%#")
+_ESCAPED = ["%%%02X" % byte if byte not in _LITERAL else chr(byte) for byte in range(256)]
+#: The characters a field may hold: the literal ones and "%", which must start an escape.
+_FIELD_CHARACTERS = _LITERAL + b"%"
+_BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
+
+#: The first line of a dump, a comment saying what follows.
+DUMP_HEADER = (
+    "# semidbm dump: one record a line, KEY VALUE, "
+    "each byte not printable ASCII or space % # as %XX\n"
+)
+
+
+def encode_field(data):
+    """Return the bytes ``data`` as a dump field (a str of printable ASCII)."""
+    if not data.translate(None, _LITERAL):
+        return data.decode("ascii")
+    return "".join(map(_ESCAPED.__getitem__, data))
+
+
+def decode_field(field):
+    """Return the bytes the dump field ``field`` stands for; ValueError if it is malformed."""
+    try:
+        text = field.encode("ascii")
+    except UnicodeEncodeError:
+        text = b"\x80"
+    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(field):
+        raise ValueError("malformed field (only printable ASCII and %XX escapes may appear)")
+    # As quoted-printable escapes (=XX, once a literal "=" is one), binascii decodes them in C.
+    return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
+
+
+def export_dump(database, stream, progress=None):
+    """Write every record of the open semidbm ``database`` to the binary ``stream`` as a dump.
+
+    Records are written in key order, so dumps of equal databases are
+    equal. ``progress(done, total)``, if given, is called with the count
+    of records written. Returns that count.
+    """
+    keys = sorted(database.keys())
+    stream.write(DUMP_HEADER.encode("ascii"))
+    for done, key in enumerate(keys, 1):
+        line = "%s %s\n" % (encode_field(key), encode_field(database[key]))
+        stream.write(line.encode("ascii"))
+        if progress is not None:
+            progress(done, len(keys))
+    return len(keys)
+
+
+def import_dump(stream, database, progress=None):
+    """Store every record of the dump read from the binary ``stream`` in the open ``database``.
+
+    A key already present takes the dump's value. A malformed line raises
+    ValueError naming its number, after the records before it were
+    stored. ``progress(done, total)``, if given, is called with the bytes
+    read so far (``total`` is None). Returns the count of records read.
+    """
+    count = 0
+    consumed = 0
+    for number, raw in enumerate(stream, 1):
+        consumed += len(raw)
+        try:
+            line = raw.decode("ascii")
+        except UnicodeDecodeError:
+            raise ValueError("dump line %d: not ASCII text" % number) from None
+        line = line.rstrip("\n")
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split(" ")
+        if len(fields) != 2:
+            raise ValueError(
+                "dump line %d: expected KEY VALUE separated by one space, found %d fields"
+                % (number, len(fields))
+            )
+        try:
+            key, value = decode_field(fields[0]), decode_field(fields[1])
+        except ValueError as exc:
+            raise ValueError("dump line %d: %s" % (number, exc)) from None
+        database[key] = value
+        count += 1
+        if progress is not None:
+            progress(consumed, None)
+    return count
+
+
+def is_semidbm_database(path):
+    """True if ``path`` is a directory holding a data file that starts like semidbm's."""
+    data_path = os.path.join(path, DATA_NAME)
+    try:
+        with open(data_path, "rb") as data:
+            return data.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def source_kind(source):
+    """The stdlib module that :func:`dbm.open` would use for ``source`` (``"dbm.gnu"``, ...).
+
+    Raises :class:`semidbm.error` with a message that says why when
+    there is none: no such database, one of unknown type, or semidbm's own.
+    """
+    source = os.fsdecode(os.fspath(source))
+    if is_semidbm_database(source):
+        raise DBMError("%s is already a semidbm database; semidbm opens it as it is" % source)
+    kind = dbm.whichdb(source)
+    if kind is None:
+        raise DBMError("no database at %s (or it cannot be read)" % source)
+    if kind == "":
+        raise DBMError("%s is not a database that the standard library's dbm knows" % source)
+    return kind
+
+
+def convert(source, destination, progress=None, **options):
+    """Copy the stdlib dbm database ``source`` into a new semidbm database ``destination``.
+
+    ``source`` is what you would pass to :func:`dbm.open`; it is opened
+    read-only. ``destination`` must not exist; on failure the part of it
+    that was written is removed. ``options`` go to :func:`semidbm.open`.
+    ``progress(done, total)``, if given, is called with the count of keys
+    copied. Returns ``(kind, count)``: the source's module name (as
+    :func:`dbm.whichdb` gives it) and the number of keys copied.
+    """
+    kind = source_kind(source)
+    destination = os.fsdecode(os.fspath(destination))
+    if os.path.lexists(destination):
+        raise DBMError("%s already exists; convert writes a new database" % destination)
+    try:
+        old = dbm.open(os.fsdecode(os.fspath(source)), "r")
+    except dbm.error[0] as exc:  # not an OSError: "the module is not available"
+        raise DBMError("cannot open %s: %s" % (source, exc)) from None
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+            raise DBMError(exc.errno, "locked by a process that has it open for writing", source)
+        raise
+    try:
+        new = _db.open(destination, "n", **options)
+        try:
+            keys = old.keys()
+            for done, key in enumerate(keys, 1):
+                new[key] = old[key]
+                if progress is not None:
+                    progress(done, len(keys))
+            new.close()
+        except BaseException:
+            new.close()
+            shutil.rmtree(destination, ignore_errors=True)
+            raise
+    finally:
+        old.close()
+    return kind, len(keys)

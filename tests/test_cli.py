@@ -1,0 +1,354 @@
+"""The ``semidbm`` command, run as users run it: the console script and ``python -m semidbm``.
+
+Every test runs the tool in a subprocess, once through each entry point.
+"""
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+
+import pytest
+
+import semidbm
+
+from .test_format import put_record
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "semidbm")
+COMMANDS = [
+    "stats",
+    "get",
+    "set",
+    "delete",
+    "keys",
+    "verify",
+    "compact",
+    "convert",
+    "export",
+    "import",
+    "bench",
+]
+
+
+@pytest.fixture(params=["script", "module"])
+def tool(request):
+    """The command line that starts the tool: the installed script, or the module."""
+    if request.param == "script":
+        assert os.path.isfile(SCRIPT), "the console script is not installed (pip install -e .)"
+        return [SCRIPT]
+    return [sys.executable, "-m", "semidbm"]
+
+
+def run(tool, *args, input=None, stderr=subprocess.PIPE, env=None):
+    """Run the tool with ``args``; stdout and stderr are bytes."""
+    return subprocess.run(
+        tool + [os.fspath(arg) for arg in args],
+        input=input,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        timeout=120,
+    )
+
+
+def one_error_line(result, status=1):
+    """Check that the tool failed with ``status`` and one line on stderr; return the line."""
+    assert result.returncode == status, result
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in lines[0]
+    assert lines[0].startswith("semidbm")
+    return lines[0]
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A database with a few keys, one binary."""
+    path = tmp_path / "filled.db"
+    with semidbm.open(path, "c") as database:
+        database[b"alpha"] = b"1"
+        database[b"beta"] = b"two"
+        database[b"bin\x00\xff"] = b"\x00\x01\x02"
+    return path
+
+
+def test_help_lists_every_command_and_version(tool):
+    result = run(tool, "--help")
+    assert result.returncode == 0
+    for command in COMMANDS:
+        assert re.search(rb"^\s+%s\s" % command.encode(), result.stdout, re.MULTILINE), command
+    assert run(tool, "--version").stdout.strip() == b"semidbm " + semidbm.__version__.encode()
+
+
+def test_set_get_keys_delete(tool, tmp_path):
+    path = tmp_path / "new.db"
+    assert run(tool, "set", "--create", path, "greeting", "h\u00e9llo").returncode == 0
+    assert run(tool, "set", path, "binary", input=b"\x00\xff\n").returncode == 0  # value from stdin
+    assert run(tool, "set", path, "-e", "k%00", "v%20w").returncode == 0
+    assert (
+        run(tool, "get", path, "greeting").stdout == "h\u00e9llo".encode()
+    )  # raw, no newline when piped
+    assert run(tool, "get", path, "binary").stdout == b"\x00\xff\n"
+    assert run(tool, "get", "-e", path, "k%00").stdout == b"v%20w\n"
+    assert run(tool, "keys", path).stdout == b"binary\ngreeting\nk\x00\n"
+    assert run(tool, "keys", "-e", path).stdout == b"binary\ngreeting\nk%00\n"
+    assert run(tool, "delete", path, "greeting", "binary").returncode == 0
+    with semidbm.open(path) as database:
+        assert dict(database.items()) == {b"k\x00": b"v w"}
+
+
+def test_delete_deletes_nothing_if_a_key_is_missing(tool, filled):
+    line = one_error_line(run(tool, "delete", filled, "alpha", "missing"))
+    assert "no key 'missing'" in line
+    with semidbm.open(filled) as database:
+        assert b"alpha" in database
+
+
+def test_stats(tool, filled):
+    with semidbm.open(filled, "w") as database:
+        database[b"alpha"] = b"replaced"
+        del database[b"beta"]
+    result = run(tool, "stats", "--json", filled)
+    assert result.returncode == 0
+    numbers = json.loads(result.stdout)
+    size = os.path.getsize(filled / "data")
+    live = (12 + 5 + 8) + (12 + 5 + 3)
+    assert numbers == {
+        "database": str(filled),
+        "format_version": "1.1",
+        "file_size": size,
+        "keys": 2,
+        "records": 5,
+        "live_bytes": live,
+        "dead_bytes": size - 8 - live,
+        "compaction_frees": size - 8 - live,
+        "torn_tail": 0,
+        "writer_active": False,
+    }
+    text = run(tool, "stats", filled).stdout.decode()
+    assert re.search(r"^keys\s+2$", text, re.MULTILINE)
+    assert re.search(
+        r"^compaction frees\s+%d bytes \(\d+\.\d%%\)$" % (size - 8 - live), text, re.MULTILINE
+    )
+    assert re.search(r"^format version\s+1\.1$", text, re.MULTILINE)
+
+
+def test_verify_a_sound_database(tool, filled):
+    result = run(tool, "verify", filled)
+    assert result.returncode == 0
+    assert result.stdout.startswith(b"ok: every checksum matches (3 records, 3 keys")
+
+
+def test_verify_reports_bad_records_by_offset_with_status_3(tool, filled):
+    data = bytearray((filled / "data").read_bytes())
+    data[8 + 8] ^= 0xFF  # the first record's key
+    (filled / "data").write_bytes(bytes(data) + put_record(b"torn", b"tail")[:-3])
+    result = run(tool, "verify", filled)
+    assert result.returncode == 3
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == "bad checksum: record at offset 8 (the current value of its key)"
+    assert lines[1].startswith("torn tail: 17 bytes at offset %d" % len(data))
+    assert lines[2].startswith("damaged: 1 bad checksum, a torn tail")
+
+
+def test_verify_reports_a_corrupt_record(tool, filled):
+    data = bytearray((filled / "data").read_bytes())
+    data[8:12] = b"\xff\xff\xff\xf0"
+    (filled / "data").write_bytes(bytes(data))
+    result = run(tool, "verify", filled)
+    assert result.returncode == 3
+    assert result.stdout.decode().startswith("corrupt record at offset 8: impossible lengths")
+
+
+def test_verify_leaves_a_write_in_progress_alone(tool, filled):
+    with semidbm.open(filled, "w"):
+        with open(filled / "data", "ab") as data:
+            data.write(b"\x00\x00\x00")
+        result = run(tool, "verify", filled)
+    assert result.returncode == 0, result.stdout
+    assert b"a write in progress" in result.stdout
+
+
+def test_compact(tool, filled):
+    with semidbm.open(filled, "w") as database:
+        for number in range(100):
+            database[b"alpha"] = b"x" * number
+    before = os.path.getsize(filled / "data")
+    result = run(tool, "compact", filled)
+    assert result.returncode == 0
+    assert result.stdout.startswith(b"compacted ")
+    assert os.path.getsize(filled / "data") < before
+    with semidbm.open(filled) as database:
+        assert database[b"alpha"] == b"x" * 99 and len(database) == 3
+
+
+def test_export_and_import_through_files_and_pipes(tool, filled, tmp_path):
+    records = {b"alpha": b"1", b"beta": b"two", b"bin\x00\xff": b"\x00\x01\x02"}
+    piped = run(tool, "export", filled)
+    assert piped.returncode == 0 and piped.stderr == b""
+    assert piped.stdout.splitlines()[1:] == [b"alpha 1", b"beta two", b"bin%00%FF %00%01%02"]
+    dump = tmp_path / "dump.txt"
+    result = run(tool, "export", filled, dump)
+    assert result.stdout == b"exported 3 records from %s to %s\n" % (bytes(filled), bytes(dump))
+    assert dump.read_bytes() == piped.stdout
+    assert run(tool, "import", dump, tmp_path / "from-file.db").returncode == 0
+    assert run(tool, "import", "-", tmp_path / "from-stdin.db", input=piped.stdout).returncode == 0
+    for name in ["from-file.db", "from-stdin.db"]:
+        with semidbm.open(tmp_path / name) as database:
+            assert dict(database.items()) == records
+
+
+def test_convert_from_gnu_and_dumb(tool, tmp_path):
+    import dbm.dumb
+    import dbm.gnu
+
+    for module in [dbm.gnu, dbm.dumb]:
+        source = str(tmp_path / module.__name__)
+        with module.open(source, "c") as database:
+            database[b"key"] = b"value"
+            database[b"\x00"] = b""
+        destination = tmp_path / (module.__name__ + ".semidbm")
+        result = run(tool, "convert", source, destination)
+        assert result.returncode == 0, result.stderr
+        assert (
+            result.stdout.decode()
+            == "converted 2 keys from the %s database %s into the semidbm database %s\n"
+            % (
+                module.__name__,
+                source,
+                destination,
+            )
+        )
+        with semidbm.open(destination) as converted:
+            assert dict(converted.items()) == {b"key": b"value", b"\x00": b""}
+
+
+def test_bench_is_a_quick_timing_of_semidbm_alone(tool, tmp_path):
+    result = run(tool, "bench", "-n", "2000", "--dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout.decode()
+    assert "2,000 keys" in text and semidbm.implementation + " kernel" in text
+    assert len(re.findall(r"\d+\.\d{3} s\s+[\d,]+ ops/s", text)) == 3
+    assert os.listdir(tmp_path) == []
+    pure = run(tool, "bench", "-n", "100", env=dict(os.environ, SEMIDBM_PURE_PYTHON="1"))
+    assert b"python kernel" in pure.stdout
+    helptext = run(tool, "bench", "--help").stdout
+    assert b"benchmarks/compare.py" in helptext and b"semidbm.bench" in helptext
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["get", "{missing}", "k"], "no semidbm database: {missing}"),
+        (["stats", "{missing}"], "no semidbm database: {missing}"),
+        (["verify", "{missing}"], "no semidbm database: {missing}"),
+        (["keys", "{missing}"], "no semidbm database: {missing}"),
+        (["compact", "{missing}"], "no semidbm database: {missing}"),
+        (["set", "{missing}", "k", "v"], "no semidbm database: {missing}"),
+        (["export", "{missing}"], "no semidbm database: {missing}"),
+        (["get", "{filled}", "nope"], "no key 'nope' in {filled}"),
+        (["get", "{not_a_db}", "k"], "not a semidbm database"),
+        (["stats", "{not_a_db}"], "not a semidbm database"),
+        (["import", "{missing}", "{filled}"], "No such file or directory: {missing}"),
+        (["import", "{bad_dump}", "{filled}"], "{bad_dump}: dump line 1: expected KEY VALUE"),
+        (["convert", "{missing}", "{new}"], "no database at {missing}"),
+        (["convert", "{filled}", "{new}"], "already a semidbm database"),
+        (["get", "-e", "{filled}", "%zz"], "'%zz': malformed field"),
+    ],
+)
+def test_mistakes_are_one_line_and_status_1(tool, tmp_path, filled, args, message):
+    places = {
+        "missing": tmp_path / "missing.db",
+        "filled": filled,
+        "not_a_db": tmp_path / "file.txt",
+        "bad_dump": tmp_path / "bad.dump",
+        "new": tmp_path / "new.db",
+    }
+    places["not_a_db"].write_bytes(b"hello")
+    places["bad_dump"].write_bytes(b"one two three\n")
+    before = sorted(os.listdir(tmp_path))
+    line = one_error_line(run(tool, *[arg.format(**places) for arg in args]))
+    assert line.startswith("semidbm: error: ")
+    assert message.format(**places) in line
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_locked_database_is_one_line(tool, filled):
+    with semidbm.open(filled, "w"):
+        line = one_error_line(run(tool, "set", filled, "k", "v"))
+    assert "locked by another writer (process %d)" % os.getpid() in line
+
+
+def test_a_corrupt_database_is_one_line(tool, filled):
+    data = bytearray((filled / "data").read_bytes())
+    data[8:12] = b"\xff\xff\xff\xf0"
+    (filled / "data").write_bytes(bytes(data))
+    line = one_error_line(run(tool, "get", filled, "alpha"))
+    assert "corrupt record at offset 8" in line
+
+
+@pytest.mark.parametrize("args", [["get"], ["nope"], ["bench", "-n", "0"], ["stats", "a", "b"], []])
+def test_bad_arguments_are_one_line_and_status_2(tool, args):
+    line = one_error_line(run(tool, *args), status=2)
+    assert "--help" in line
+
+
+def test_a_torn_tail_is_a_one_line_warning(tool, filled):
+    with open(filled / "data", "ab") as data:
+        data.write(b"\x00\x00\x00\x01")
+    result = run(tool, "get", filled, "alpha")
+    assert result.returncode == 0 and result.stdout == b"1"
+    assert result.stderr.decode().splitlines() == [
+        "semidbm: warning: %s: dropped a torn tail of 4 bytes at offset %d"
+        % (filled / "data", os.path.getsize(filled / "data") - 4)
+    ]
+
+
+def test_output_cut_short_by_the_reader_is_no_error(tool, tmp_path):
+    path = tmp_path / "many.db"
+    with semidbm.open(path, "c") as database:
+        for number in range(100_000):
+            database[b"key number %d" % number] = b""
+    command = " ".join(map(str, tool)) + " keys %s | head -n 1" % path
+    result = subprocess.run(["sh", "-c", command], capture_output=True, timeout=120)
+    assert result.stdout == b"key number 0\n"
+    assert result.stderr == b""
+
+
+def run_with_terminal_stderr(tool, *args):
+    """Run the tool with stderr on a pseudo-terminal; return what it drew there."""
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            tool + [os.fspath(arg) for arg in args], stdout=subprocess.DEVNULL, stderr=terminal
+        )
+        os.close(terminal)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal closed: the tool is done
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        process.communicate(timeout=120)
+    finally:
+        os.close(controller)
+    assert process.returncode == 0
+    return drawn
+
+
+@pytest.mark.parametrize("command", ["export", "verify", "stats"])
+def test_progress_bar_on_a_terminal_and_quiet_when_piped(tool, tmp_path, command):
+    path = tmp_path / "progress.db"
+    with semidbm.open(path, "c") as database:
+        for number in range(20_000):
+            database[b"%d" % number] = b"v" * 20
+    drawn = run_with_terminal_stderr(tool, command, path)
+    assert re.search(rb"\[#*\.*\] +\d+%", drawn), drawn
+    assert drawn.endswith(b"\r\x1b[K")  # erased at the end
+    piped = run(tool, command, path)
+    assert piped.returncode == 0 and piped.stderr == b""

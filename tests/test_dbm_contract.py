@@ -1,0 +1,300 @@
+"""semidbm in place of the stdlib dbm modules: what code written for them relies on.
+
+The checks follow what CPython's own test suites for ``dbm``, ``dbm.dumb``,
+``dbm.gnu`` and ``dbm.ndbm`` look at (method names, return types,
+exceptions, str and bytes, paths, closing), written afresh. The first test
+runs one piece of dbm client code against the stdlib modules and semidbm
+and compares what it observes.
+"""
+
+import dbm
+import dbm.dumb
+import os
+
+import pytest
+
+import semidbm
+
+try:
+    import dbm.gnu as gnu
+except ImportError:  # scripts/setup.sh installs it; the comparison below then has one module less
+    gnu = None
+
+
+class BytesPath:
+    """A path-like object whose ``__fspath__`` gives bytes."""
+
+    def __init__(self, path):
+        self.path = os.fsencode(path)
+
+    def __fspath__(self):
+        return self.path
+
+
+def client_code(open_function, path):
+    """Code written for the stdlib dbm interface; returns what it saw, in comparable form."""
+    seen = []
+    with open_function(path, "c") as db:
+        seen.append(("empty keys", db.keys()))
+        db[b"bytes"] = b"data"
+        db["text \U0001f40d"] = "value \U0001f40d"
+        db[b"empty"] = b""
+        db[b"twice"] = b"first"
+        db[b"twice"] = b"second"
+        seen.append(("keys type", type(db.keys()).__name__))
+        seen.append(("sorted keys", sorted(db.keys())))
+        seen.append(("str key stored as", db[b"text \xf0\x9f\x90\x8d"]))
+        seen.append(("in with str", "text \U0001f40d" in db, "missing" in db))
+        seen.append(("empty value", db[b"empty"], db.get(b"empty"), b"empty" in db))
+        seen.append(("get", db.get(b"bytes"), db.get(b"missing"), db.get(b"missing", b"d")))
+        seen.append(("setdefault", db.setdefault(b"new", b"v"), db.setdefault(b"new", b"w")))
+        seen.append(("len", len(db)))
+        try:
+            db[b"missing"]
+        except KeyError as exc:
+            seen.append(("missing key", type(exc).__name__, exc.args))
+        del db[b"new"]
+        seen.append(("after del", b"new" in db, len(db)))
+        seen.append(("twice", db[b"twice"]))
+    with open_function(path, "r") as db:
+        seen.append(("reopened", sorted((key, db[key]) for key in db.keys())))
+        try:
+            db[b"x"] = b"y"
+        except dbm.error as exc:
+            seen.append(("write to read-only", "caught by dbm.error", isinstance(exc, OSError)))
+    try:
+        db.keys()
+    except dbm.error as exc:
+        seen.append(("keys after close", "caught by dbm.error", isinstance(exc, OSError)))
+    with open_function(path, "n") as db:
+        seen.append(("n empties", db.keys()))
+    return seen
+
+
+def stdlib_modules():
+    return [dbm.dumb] + ([gnu] if gnu else [])
+
+
+@pytest.mark.parametrize("module", stdlib_modules(), ids=lambda module: module.__name__)
+def test_client_code_sees_the_same_as_with_the_stdlib(module, dbopen, tmp_path):
+    expected = client_code(module.open, str(tmp_path / "stdlib"))
+    assert client_code(dbopen, str(tmp_path / "semidbm")) == expected
+
+
+def test_gnu_is_available_for_the_comparison():
+    # scripts/setup.sh installs python3-gdbm; without it the test above compares less.
+    assert gnu is not None
+
+
+def test_error_is_an_oserror_naming_the_missing_database(dbopen, dbpath):
+    assert issubclass(semidbm.error, OSError)
+    with pytest.raises(semidbm.error) as caught:
+        dbopen(dbpath, "r")
+    assert caught.value.errno == 2
+    assert caught.value.filename == str(dbpath)
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [str, os.fsencode, lambda path: path, BytesPath],
+    ids=["str", "bytes", "path", "bytes-path"],
+)
+def test_every_kind_of_path(dbopen, dbpath, convert):
+    with dbopen(convert(dbpath), "c") as db:
+        db[b"k"] = b"v"
+    with dbopen(convert(dbpath), "r") as db:
+        assert db[b"k"] == b"v"
+
+
+def test_non_ascii_path(dbopen, tmp_path):
+    path = tmp_path / "d\u00e9j\u00e0 vu \U0001f40d"
+    with dbopen(path, "c") as db:
+        db[b"key"] = b"value"
+    assert path.is_dir()
+    with dbopen(path, "r") as db:
+        assert db.keys() == [b"key"]
+
+
+def test_n_replaces_an_empty_file(dbopen, dbpath):
+    dbpath.write_bytes(b"")
+    with dbopen(dbpath, "n") as db:
+        assert len(db) == 0
+
+
+def test_reader_on_a_read_only_directory_writes_nothing(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"k"] = b"v"
+    os.remove(dbpath / "lock")  # as semidbm 0.5.1 left its databases
+    os.chmod(dbpath / "data", 0o400)
+    os.chmod(dbpath, 0o500)
+    try:
+        with dbopen(dbpath, "r") as db:
+            assert dict(db.items()) == {b"k": b"v"}
+            db.sync()
+        assert os.listdir(dbpath) == ["data"]
+    finally:
+        os.chmod(dbpath, 0o700)
+
+
+def test_every_operation_on_a_closed_database_raises_error(dbopen, dbpath):
+    db = dbopen(dbpath, "c")
+    db[b"k"] = b"v"
+    db.close()
+    for operation in [
+        lambda: db[b"k"],
+        lambda: db.__setitem__(b"k", b"v"),
+        lambda: db.__delitem__(b"k"),
+        lambda: b"k" in db,
+        lambda: len(db),
+        db.keys,
+        db.items,
+        db.values,
+        lambda: list(db),
+        lambda: db.get(b"k"),
+        lambda: db.setdefault(b"k", b"v"),
+        db.sync,
+        db.firstkey,
+        lambda: db.nextkey(b"k"),
+        db.reorganize,
+    ]:
+        with pytest.raises(semidbm.error, match="closed"):
+            operation()
+
+
+def test_clear_empties_and_stays_empty(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db.update({b"a": b"b", b"12345678910": b"019237410982340912840198242"})
+        db.clear()
+        assert len(db) == 0 and b"a" not in db
+    with dbopen(dbpath, "r") as db:
+        assert db.keys() == []
+
+
+# --- dbm.gnu's extras: firstkey, nextkey, reorganize, sync ---
+
+
+def walk(db):
+    keys = []
+    key = db.firstkey()
+    while key is not None:
+        keys.append(key)
+        key = db.nextkey(key)
+    return keys
+
+
+def test_firstkey_nextkey_visit_every_key_once_in_iteration_order(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        for number in range(200):
+            db[b"key %d" % number] = b"v"
+        assert walk(db) == list(db)
+        assert sorted(walk(db)) == sorted(b"key %d" % number for number in range(200))
+
+
+def test_walk_of_an_empty_database(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        assert db.firstkey() is None
+        db[b"only"] = b"v"
+        assert db.firstkey() == b"only"
+        assert db.nextkey(b"only") is None
+
+
+def test_nextkey_of_an_unknown_key_is_none(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"a"] = b"1"
+        db.firstkey()
+        assert db.nextkey(b"missing") is None
+
+
+def test_nextkey_takes_str_and_works_without_firstkey(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db.update({"a": "1", "b": "2", "c": "3"})
+        order = list(db)
+        assert db.nextkey(order[0].decode()) == order[1]
+        assert db.nextkey(bytearray(order[1])) == order[2]
+
+
+def test_walk_survives_deleting_the_keys_it_visits(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        for number in range(100):
+            db[b"%d" % number] = b"v"
+        visited = []
+        key = db.firstkey()
+        while key is not None:
+            visited.append(key)
+            del db[key]
+            key = db.nextkey(key)
+        assert len(visited) == 100 and len(set(visited)) == 100
+        assert len(db) == 0
+
+
+def test_walk_skips_keys_deleted_ahead_and_not_keys_added(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        for number in range(10):
+            db[b"%d" % number] = b"v"
+        order = list(db)
+        visited = [db.firstkey()]
+        del db[order[1]]
+        db[b"added"] = b"v"
+        key = db.nextkey(visited[0])
+        while key is not None:
+            visited.append(key)
+            key = db.nextkey(key)
+        assert visited == [order[0]] + order[2:]
+        assert b"added" in walk(db)
+
+
+def test_reorganize_shrinks_the_file_after_deletes(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db.sync()
+        size0 = os.path.getsize(dbpath / "data")
+        db[b"x"] = b"x" * 10000
+        db.sync()
+        size1 = os.path.getsize(dbpath / "data")
+        del db[b"x"]
+        db.reorganize()
+        size2 = os.path.getsize(dbpath / "data")
+        assert size0 <= size2 < size1
+        assert len(db) == 0
+
+
+def test_reorganize_keeps_the_content(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        for number in range(50):
+            db[b"%d" % number] = b"old"
+            db[b"%d" % number] = b"new %d" % number
+        before = sorted(db.items())
+        db.reorganize()
+        assert sorted(db.items()) == before
+
+
+def test_reader_cannot_reorganize_but_can_sync(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"k"] = b"v"
+    with dbopen(dbpath, "r") as db:
+        db.sync()
+        with pytest.raises(semidbm.error, match="read-only"):
+            db.reorganize()
+
+
+# --- code written for semidbm 0.5.1 ---
+
+
+def test_code_written_for_semidbm_051_runs_unchanged(dbopen, dbpath):
+    db = dbopen(
+        str(dbpath), "c", 0o666, True
+    )  # verify_checksums as 0.5.1 took it: fourth, positional
+    db[b"key"] = b"value"
+    db[b"other"] = b"x"
+    del db[b"other"]
+    assert list(db.keys()) == [b"key"] and db.values() == [b"value"]
+    assert b"key" in db and list(db) == [b"key"]
+    db.sync()
+    db.compact()
+    db.close(compact=True)
+    with open(dbpath / "data", "r+b") as data:
+        data.seek(-6, os.SEEK_END)  # inside the value
+        data.write(b"V")
+    db = dbopen(str(dbpath), "r", 0o666, True)
+    with pytest.raises(semidbm.DBMChecksumError):
+        db[b"key"]
+    db.close()

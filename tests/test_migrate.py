@@ -1,0 +1,279 @@
+"""Migration: converting stdlib dbm databases, and the text dump (export and import)."""
+
+import dbm
+import dbm.dumb
+import glob
+import importlib
+import io
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import semidbm
+from semidbm import migrate
+
+SOURCE_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+#: Records that are awkward for a text format and for a dbm.
+AWKWARD = {
+    b"plain": b"text value",
+    b"": b"empty key",
+    b"empty value": b"",
+    b"spaces and\nnewlines\r\n": b"tab\there # % 100%",
+    bytes(range(256)): bytes(range(255, -1, -1)),
+    "\u00e9t\u00e9 \U0001f40d".encode("utf-8"): b"\x00" * 17,
+    b"large": os.urandom(3 * 1024 * 1024 + 5),
+}
+
+
+# --- dump fields ---
+
+
+@given(st.binary(max_size=300))
+def test_fields_round_trip_any_bytes(data):
+    field = migrate.encode_field(data)
+    assert migrate.decode_field(field) == data
+    assert all(0x21 <= ord(char) <= 0x7E for char in field)
+    assert "#" not in field and " " not in field
+
+
+def test_text_stays_readable():
+    assert migrate.encode_field(b"user:42/name=Ann_(admin)") == "user:42/name=Ann_(admin)"
+    assert migrate.encode_field(b"a b%c#\n\xff") == "a%20b%25c%23%0A%FF"
+
+
+@pytest.mark.parametrize("field", ["%zz", "%4", "a b", "caf\u00e9", "#x", "tab\t", "100%"])
+def test_malformed_fields_are_refused(field):
+    with pytest.raises(ValueError, match="malformed"):
+        migrate.decode_field(field)
+
+
+def test_lower_case_escapes_are_read():
+    assert migrate.decode_field("%ff%0a") == b"\xff\n"
+
+
+# --- export and import ---
+
+
+def fill(database, records):
+    for key, value in records.items():
+        database[key] = value
+
+
+def test_export_then_import_loses_nothing(dbopen, tmp_path):
+    with dbopen(tmp_path / "source.db", "c") as source:
+        fill(source, AWKWARD)
+        dump = io.BytesIO()
+        assert migrate.export_dump(source, dump) == len(AWKWARD)
+    text = dump.getvalue()
+    assert text.decode("ascii").count("\n") == len(AWKWARD) + 1  # a header line, then one a record
+    with dbopen(tmp_path / "copy.db", "c") as copy:
+        assert migrate.import_dump(io.BytesIO(text), copy) == len(AWKWARD)
+    with dbopen(tmp_path / "copy.db", "r") as copy:
+        assert dict(copy.items()) == AWKWARD
+
+
+def test_dump_is_sorted_so_equal_databases_give_equal_dumps(dbopen, tmp_path):
+    dumps = []
+    for name, order in [("one", sorted(AWKWARD)), ("two", sorted(AWKWARD, reverse=True))]:
+        with dbopen(tmp_path / name, "c") as database:
+            for key in order:
+                database[key] = AWKWARD[key]
+            stream = io.BytesIO()
+            migrate.export_dump(database, stream)
+            dumps.append(stream.getvalue())
+    assert dumps[0] == dumps[1]
+    lines = dumps[0].splitlines()[1:]
+    assert [migrate.decode_field(line.split(b" ")[0].decode()) for line in lines] == sorted(AWKWARD)
+
+
+def test_import_takes_comments_blank_lines_and_crlf_and_replaces_values(dbopen, dbpath):
+    dump = b"# a comment\r\n\r\nk%20one v1\r\nk2 \n\nk%20one v%2F2\n"
+    with dbopen(dbpath, "c") as database:
+        database[b"kept"] = b"old"
+        assert migrate.import_dump(io.BytesIO(dump), database) == 3
+        assert dict(database.items()) == {b"kept": b"old", b"k one": b"v/2", b"k2": b""}
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b"only-a-key\n", "line 2: expected KEY VALUE separated by one space, found 1 field"),
+        (b"a b c\n", "line 2: expected KEY VALUE separated by one space, found 3 fields"),
+        (b"k %zz\n", "line 2: malformed field"),
+        (b"k caf\xc3\xa9\n", "line 2: not ASCII"),
+    ],
+)
+def test_malformed_dump_line_is_value_error_naming_it(dbopen, dbpath, line, message):
+    with dbopen(dbpath, "c") as database:
+        with pytest.raises(ValueError, match=message):
+            migrate.import_dump(io.BytesIO(b"first ok\n" + line + b"never reached\n"), database)
+        assert dict(database.items()) == {b"first": b"ok"}
+
+
+def test_export_and_import_report_progress(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        fill(database, {b"a": b"1", b"b": b"2"})
+        calls = []
+        stream = io.BytesIO()
+        migrate.export_dump(database, stream, lambda done, total: calls.append((done, total)))
+        assert calls == [(1, 2), (2, 2)]
+        calls.clear()
+        migrate.import_dump(
+            io.BytesIO(stream.getvalue()), database, lambda *call: calls.append(call)
+        )
+    header = len(migrate.DUMP_HEADER)
+    assert calls == [(header + 4, None), (header + 8, None)]
+
+
+# --- convert ---
+
+
+def make_stdlib_database(module, path, records):
+    with module.open(path, "c") as database:
+        for key, value in records.items():
+            database[key] = value
+
+
+@pytest.mark.parametrize("name", ["dbm.dumb", "dbm.gnu", "dbm.ndbm"])
+def test_convert_copies_a_stdlib_database_whole(name, tmp_path):
+    # dbm.gnu and dbm.ndbm come with Debian's python3-gdbm (scripts/setup.sh);
+    # dbm.sqlite3, on Python 3.13 and later, is tested through the command below.
+    module = importlib.import_module(name)
+    source = str(tmp_path / "source")
+    make_stdlib_database(module, source, AWKWARD)
+    before = sorted(os.listdir(tmp_path))
+    calls = []
+    kind, count = migrate.convert(source, tmp_path / "new.db", lambda *call: calls.append(call))
+    assert (kind, count) == (module.__name__, len(AWKWARD))
+    assert calls[-1] == (len(AWKWARD), len(AWKWARD))
+    with semidbm.open(tmp_path / "new.db") as converted:
+        assert dict(converted.items()) == AWKWARD
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["new.db"])
+
+
+def test_convert_passes_options_to_semidbm_open(tmp_path):
+    make_stdlib_database(dbm.dumb, str(tmp_path / "source"), {b"k": b"v"})
+    with pytest.raises(TypeError):
+        migrate.convert(str(tmp_path / "source"), tmp_path / "new.db", no_such_option=1)
+    migrate.convert(str(tmp_path / "source"), tmp_path / "new.db", buffer_size=0)
+    with semidbm.open(tmp_path / "new.db") as converted:
+        assert converted[b"k"] == b"v"
+
+
+def test_convert_refuses_an_existing_destination_and_leaves_it(tmp_path):
+    make_stdlib_database(dbm.dumb, str(tmp_path / "source"), {b"k": b"v"})
+    with semidbm.open(tmp_path / "new.db", "c") as existing:
+        existing[b"mine"] = b"keep"
+    with pytest.raises(semidbm.error, match="already exists"):
+        migrate.convert(str(tmp_path / "source"), tmp_path / "new.db")
+    with semidbm.open(tmp_path / "new.db") as existing:
+        assert dict(existing.items()) == {b"mine": b"keep"}
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda path: None, "no database at"),
+        (
+            lambda path: pathlib.Path(path).write_bytes(b"just some file, not a database"),
+            "not a database that",
+        ),
+        (lambda path: semidbm.open(path, "c").close(), "already a semidbm database"),
+    ],
+    ids=["missing", "unknown", "semidbm"],
+)
+def test_convert_explains_a_source_it_cannot_take(tmp_path, make, message):
+    source = str(tmp_path / "source")
+    make(source)
+    with pytest.raises(semidbm.error, match=message):
+        migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_a_failed_conversion_removes_what_it_wrote(tmp_path, monkeypatch):
+    source = str(tmp_path / "source")
+    make_stdlib_database(dbm.dumb, source, {b"%d" % number: b"v" for number in range(10)})
+    real_open = dbm.open
+
+    class FailsOnTheFifthRead:
+        def __init__(self, database):
+            self.database, self.reads = database, 0
+
+        def keys(self):
+            return self.database.keys()
+
+        def __getitem__(self, key):
+            self.reads += 1
+            if self.reads == 5:
+                raise OSError(5, "Input/output error")
+            return self.database[key]
+
+        def close(self):
+            self.database.close()
+
+    monkeypatch.setattr(dbm, "open", lambda *args: FailsOnTheFifthRead(real_open(*args)))
+    with pytest.raises(OSError, match="Input/output"):
+        migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+def python_with_sqlite3_dbm():
+    """A Python (3.13 or later) that has dbm.sqlite3, or None."""
+    candidates = [os.environ.get("SEMIDBM_SQLITE3_PYTHON"), sys.executable]
+    candidates += sorted(
+        glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")), reverse=True
+    )
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import dbm.sqlite3"], capture_output=True)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+SQLITE3_SOURCE = """
+import dbm.sqlite3, sys
+with dbm.sqlite3.open(sys.argv[1], "c") as database:
+    database[b"text"] = b"value"
+    database[bytes(range(256))] = b""
+    database[b"large"] = bytes(range(256)) * 8192
+"""
+
+
+def test_the_command_converts_sqlite3_on_a_python_that_has_it(tmp_path):
+    python = python_with_sqlite3_dbm()
+    if python is None:
+        pytest.skip("no Python with dbm.sqlite3 (3.13+) found; set SEMIDBM_SQLITE3_PYTHON to one")
+    source = str(tmp_path / "source.sqlite")
+    subprocess.run([python, "-c", SQLITE3_SOURCE, source], check=True)
+    environment = dict(os.environ, PYTHONPATH=SOURCE_DIRECTORY, SEMIDBM_PURE_PYTHON="1")
+    result = subprocess.run(
+        [python, "-m", "semidbm", "convert", source, str(tmp_path / "new.db")],
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "from the dbm.sqlite3 database" in result.stdout
+    with semidbm.open(tmp_path / "new.db") as converted:
+        assert dict(converted.items()) == {
+            b"text": b"value",
+            bytes(range(256)): b"",
+            b"large": bytes(range(256)) * 8192,
+        }
+
+
+def test_convert_says_when_a_gdbm_source_is_locked(tmp_path):
+    import dbm.gnu
+
+    source = str(tmp_path / "source")
+    with dbm.gnu.open(source, "c") as writer:
+        writer[b"k"] = b"v"
+        with pytest.raises(semidbm.error, match="locked by a process"):
+            migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()

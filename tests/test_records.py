@@ -1,0 +1,224 @@
+"""The log walk (``_records``) and its findings (``_checks``), as stats and verify use them."""
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import semidbm
+from semidbm import _checks
+from semidbm._records import CorruptRecord, DataFile, Record
+from semidbm.format import HEADER
+
+from .test_format import data_bytes, delete_record, put_record, write_data
+
+H = len(HEADER)
+
+
+def walk(dbpath, check=False):
+    with DataFile(str(dbpath / "data")) as data:
+        records = list(data.records(check))
+        return records, data.end, data.size
+
+
+def test_records_come_with_offsets_sizes_and_lengths(dbpath):
+    records = [
+        put_record(b"a", b"1"),
+        put_record(b"key", b""),
+        delete_record(b"a"),
+        put_record(b"", b"vv"),
+    ]
+    write_data(dbpath, *records)
+    found, end, size = walk(dbpath)
+    offsets = [H]
+    for record in records[:-1]:
+        offsets.append(offsets[-1] + len(record))
+    assert found == [
+        Record(offsets[0], b"a", 1, 14, None),
+        Record(offsets[1], b"key", 0, 15, None),
+        Record(offsets[2], b"a", -1, 13, None),
+        Record(offsets[3], b"", 2, 14, None),
+    ]
+    assert end == size == H + sum(map(len, records))
+
+
+def test_walk_reads_what_the_database_wrote(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"k"] = b"v" * 100
+        del db[b"k"]
+    found, _, _ = walk(dbpath, check=True)
+    assert [(record.key, record.value_length, record.checksum_ok) for record in found] == [
+        (b"k", 100, True),
+        (b"k", -1, True),
+    ]
+
+
+@pytest.mark.parametrize("flip", ["key", "value", "checksum", "delete"])
+def test_checksums_are_checked_when_asked(dbpath, flip):
+    good = put_record(b"good", b"value")
+    bad = bytearray(delete_record(b"gone") if flip == "delete" else put_record(b"key", b"value"))
+    position = {"key": 8, "value": 12, "checksum": len(bad) - 1, "delete": 9}[flip]
+    bad[position] ^= 0x01
+    write_data(dbpath, good, bytes(bad), good)
+    found, _, _ = walk(dbpath, check=True)
+    assert [record.checksum_ok for record in found] == [True, False, True]
+    unchecked, _, _ = walk(dbpath)
+    assert [record.checksum_ok for record in unchecked] == [None, None, None]
+
+
+@pytest.mark.parametrize("cut", [1, 7, 8, 12, 15])
+def test_walk_stops_before_an_incomplete_last_record(dbpath, cut):
+    whole = put_record(b"a", b"1")
+    write_data(dbpath, whole, put_record(b"key", b"value")[:cut])
+    found, end, size = walk(dbpath)
+    assert len(found) == 1
+    assert end == H + len(whole) and size == end + cut
+
+
+@pytest.mark.parametrize("lengths", [(-1, 0), (0, -2), (-5, -5)])
+def test_impossible_lengths_are_corruption_with_the_offset(dbpath, lengths):
+    whole = put_record(b"a", b"1")
+    write_data(dbpath, whole, struct.pack("!ii", *lengths) + b"x" * 20)
+    with DataFile(str(dbpath / "data")) as data:
+        walked = data.records()
+        assert next(walked).key == b"a"
+        with pytest.raises(CorruptRecord) as caught:
+            next(walked)
+    assert caught.value.offset == H + len(whole)
+    assert "offset %d" % (H + len(whole)) in str(caught.value)
+    assert isinstance(caught.value, semidbm.DBMLoadError)
+
+
+@pytest.mark.parametrize("header", [b"", b"SEM", b"NOPE\x00\x01\x00\x01", b"SEMI\x00\x02\x00\x00"])
+def test_a_file_that_is_not_a_data_file_is_load_error(dbpath, header):
+    write_data(dbpath, header=header)
+    with pytest.raises(semidbm.DBMLoadError):
+        DataFile(str(dbpath / "data"))
+
+
+def test_version_is_read_from_the_header(dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), header=b"SEMI\x00\x01\x00\x07")
+    with DataFile(str(dbpath / "data")) as data:
+        assert data.version == (1, 7)
+
+
+# --- examine: the numbers of stats, the findings of verify ---
+
+
+def test_examine_counts_live_and_dead_bytes(dbpath):
+    a1, b, a2, gone = (
+        put_record(b"a", b"1"),
+        put_record(b"b", b"22"),
+        put_record(b"a", b"333"),
+        delete_record(b"b"),
+    )
+    write_data(dbpath, a1, b, a2, gone)
+    found = _checks.examine(dbpath)
+    assert (found.keys, found.records) == (1, 4)
+    assert found.live_bytes == len(a2)
+    assert found.dead_bytes == len(a1) + len(b) + len(gone)
+    assert found.file_size == H + len(a1 + b + a2 + gone)
+    assert found.reclaimable == found.file_size - H - len(a2)
+    assert found.version == (1, 1)
+    assert not found.damaged
+
+
+def test_after_compaction_nothing_is_reclaimable(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        for number in range(300):
+            db[b"%d" % number] = b"x" * number
+        for number in range(0, 300, 3):
+            del db[b"%d" % number]
+        db.sync()  # the walk reads the file, not the writer's buffer
+        before = _checks.examine(dbpath)
+        assert before.reclaimable > 0
+        db.compact()
+        after = _checks.examine(dbpath)
+    assert after.reclaimable == 0 and after.dead_bytes == 0
+    assert after.keys == before.keys == 200
+    assert after.live_bytes == before.live_bytes
+    assert after.file_size == H + after.live_bytes == before.file_size - before.reclaimable
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"a", b"b", b"c", b""]), st.one_of(st.none(), st.binary(max_size=30))
+        ),
+        max_size=30,
+    )
+)
+def test_examine_agrees_with_the_database(tmp_path_factory, steps):
+    path = tmp_path_factory.mktemp("db") / "d.db"
+    with semidbm.open(path, "c") as db:
+        for key, value in steps:
+            if value is None:
+                db.pop(key, None)
+            else:
+                db[key] = value
+        expected = {key: db[key] for key in db.keys()}
+    found = _checks.examine(path, check_checksums=True)
+    assert found.keys == len(expected)
+    assert found.live_bytes == sum(12 + len(key) + len(value) for key, value in expected.items())
+    assert not found.damaged
+
+
+def test_bad_checksums_are_reported_with_whether_they_are_live(dbpath):
+    old, other, new = put_record(b"k", b"old"), put_record(b"o", b"x"), put_record(b"k", b"new")
+    damaged_old, damaged_other = bytearray(old), bytearray(other)
+    damaged_old[-5] ^= 0xFF
+    damaged_other[-5] ^= 0xFF
+    write_data(dbpath, bytes(damaged_old), bytes(damaged_other), new)
+    found = _checks.examine(dbpath, check_checksums=True)
+    assert found.bad_checksums == [(H, False), (H + len(old), True)]
+    assert found.damaged
+    assert _checks.examine(dbpath).bad_checksums == []  # not checked, not found
+
+
+def test_corruption_stops_the_walk_and_is_damage(dbpath):
+    whole = put_record(b"a", b"1")
+    write_data(dbpath, whole, struct.pack("!ii", -3, 0) + b"rest")
+    found = _checks.examine(dbpath, check_checksums=True)
+    assert found.corrupt_at == H + len(whole)
+    assert (found.keys, found.records, found.tail) == (1, 1, 0)
+    assert found.damaged
+
+
+def test_torn_tail_is_damage_unless_a_writer_is_at_work(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"a"] = b"1"
+    with open(dbpath / "data", "ab") as data:
+        data.write(put_record(b"b", b"2")[:-2])
+    found = _checks.examine(dbpath)
+    assert (found.tail_offset, found.tail) == (H + 14, 12)
+    assert found.damaged and not found.writer_active and not found.tail_needs_recover
+    with pytest.warns(semidbm.TornTailWarning):
+        writer = dbopen(dbpath, "w")  # cuts the tail; now append a partial record as a write would
+    with open(dbpath / "data", "ab") as data:
+        data.write(b"\x00\x00")
+    found = _checks.examine(dbpath)
+    assert found.writer_active and found.tail == 2 and not found.damaged
+    writer.close()
+
+
+def test_examine_changes_nothing(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        db[b"a"] = b"1"
+    before = sorted(path.name for path in dbpath.iterdir()), data_bytes(dbpath)
+    _checks.examine(dbpath, check_checksums=True)
+    assert (sorted(path.name for path in dbpath.iterdir()), data_bytes(dbpath)) == before
+
+
+def test_examine_of_a_missing_database_is_module_error(tmp_path):
+    with pytest.raises(semidbm.error, match="no semidbm database"):
+        _checks.examine(tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_examine_reports_progress_in_bytes(dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), put_record(b"b", b"2"))
+    calls = []
+    _checks.examine(dbpath, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(H + 14, H + 28), (H + 28, H + 28)]
