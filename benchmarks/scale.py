@@ -16,8 +16,9 @@ Phases, each in a fresh process (``_scale_worker.py``):
 1. semidbm loads N records (default 2**20; the full run is
    ``--records 125000000``) into a new db, made in untimed chunks and
    set in a plain loop, noting at 2**17 records and every doubling after
-   the load time so far, the records per second within that doubling,
-   the anonymous resident memory and the file size; then ``close()``
+   the load time so far, the records per second within that doubling
+   (per second of wall time and of CPU time), the anonymous resident
+   memory and the file size; then ``close()``
    (flush and fsync) is timed.
 2. The db is reopened in a fresh process: ``open()``, ``len()`` and one
    lookup are timed (the index is rebuilt on open, eagerly), the growth
@@ -40,7 +41,8 @@ work slows the figures), the table of doublings, the reopen and read
 figures and the targets for 125,000,000 records on a 2-core, 24 GiB
 machine with how this run compares. The databases go in ``--dir``
 (default: the system's temporary directory); the full run needs about
-12 GB there, and 24 GiB of memory to keep the file in the page cache.
+12 GB there (24 GB with ``--compact``), and about 24 GiB of memory to
+keep the file in the page cache beside the index.
 """
 
 import argparse
