@@ -246,11 +246,6 @@ cdef packed struct Slot:
     uint32_t hash
 
 
-cdef struct Pending:
-    uint64_t offset
-    uint32_t hash
-
-
 cdef struct Parsed:
     uint64_t offset
     uint32_t hash
@@ -291,7 +286,7 @@ cdef class Store:
     cdef uint64_t version
     # Assignments appended to the buffer whose index update waits (oldest
     # first, a ring); every operation but an assignment applies them first.
-    cdef Pending pending[PENDING_LIMIT]
+    cdef Slot pending[PENDING_LIMIT]
     cdef size_t pending_first
     cdef size_t pending_count
 
@@ -531,7 +526,7 @@ cdef class Store:
 
     cdef int apply_oldest(self) except -1:
         """Apply the oldest pending update: point the key's slot at its record."""
-        cdef Pending entry = self.pending[self.pending_first]
+        cdef Slot entry = self.pending[self.pending_first]
         cdef const char* found = self.record(entry.offset)
         cdef Py_ssize_t slot
         self.pending_first = (self.pending_first + 1) % PENDING_LIMIT
