@@ -6,7 +6,13 @@
 - The index is an open-addressing hash table in C (linear probing,
   backward-shift deletion). A slot holds a record's offset and a 32-bit
   hash of its key, 12 bytes; the key itself is compared against the
-  record, so the index does not grow with key length.
+  record, so the index does not grow with key length. A large table
+  asks for huge pages (Linux), since its lookups land anywhere in it.
+- An assignment's index update waits in a small queue, its slot
+  prefetched, and is applied a few assignments later, so that loading
+  a large index does not stall on each slot; every other operation
+  applies the queue first. The index rebuild parses records a batch
+  ahead of its updates for the same reason.
 - The data file is memory-mapped: reads make no system call. Writers map
   more than the file holds so that appends rarely need a new mapping;
   only offsets below the end of the log are ever touched.
@@ -37,7 +43,8 @@ from posix.types cimport pid_t
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import MAX_LENGTH as _MAX_LENGTH, check_header
+from .format import COMPACTING as _COMPACTING, MAX_LENGTH as _MAX_LENGTH
+from .format import PROGRESS_STEP as _PROGRESS_STEP, check_header
 
 cdef extern from "_crc32.h":
     void semidbm_crc32_init()
@@ -48,6 +55,8 @@ cdef extern from "_platform.h":
     void semidbm_unmap(const char* data, size_t length)
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
+    void semidbm_advise_huge(void* data, size_t size)
+    void semidbm_prefetch(const void* address)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
@@ -66,6 +75,10 @@ cdef enum:
     DELETED = -1
     # Slots in the smallest table.
     MIN_CAPACITY = 16
+    # Index updates an assignment may leave pending (see Store.defer).
+    PENDING_LIMIT = 16
+    # Records the index rebuild parses ahead of its updates.
+    REPLAY_BATCH = 16
     # Bytes a writer maps beyond the end of a small file, so appends rarely remap.
     MAP_HEADROOM = 1 << 26
     # Bytes a compaction collects before each write.
@@ -75,6 +88,8 @@ cdef enum:
 
 cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
 cdef str TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % _MAX_LENGTH
+cdef str COMPACTING = _COMPACTING
+cdef uint64_t PROGRESS_STEP = _PROGRESS_STEP
 
 
 # --- Big-endian fields and key hashing ---
@@ -191,6 +206,12 @@ cdef packed struct Slot:
     uint32_t hash
 
 
+cdef struct Parsed:
+    uint64_t offset
+    uint32_t hash
+    bint deleted
+
+
 cdef class Store:
     """An open data file: the hash index, the append buffer and the mapping.
 
@@ -223,6 +244,11 @@ cdef class Store:
     cdef size_t count
     # Bumped whenever keys are added or removed, so iterators notice.
     cdef uint64_t version
+    # Assignments appended to the buffer whose index update waits (oldest
+    # first, a ring); every operation but an assignment applies them first.
+    cdef Slot pending[PENDING_LIMIT]
+    cdef size_t pending_first
+    cdef size_t pending_count
 
     def __cinit__(self):
         self.fd = -1
@@ -270,6 +296,7 @@ cdef class Store:
         self.slots = NULL
         self.capacity = 0
         self.count = 0
+        self.pending_count = 0
         self.version += 1
 
     cdef void unmap(self) noexcept:
@@ -324,36 +351,58 @@ cdef class Store:
 
         Returns where parsing stopped: ``size``, or the start of an
         incomplete last record. The mapping must cover ``size`` bytes.
+        Records are parsed a batch ahead of the index updates, their
+        slots prefetched, so that a large index costs no wait per record.
         """
+        cdef Parsed batch[REPLAY_BATCH]
+        cdef size_t parsed
         cdef uint64_t record_end
         cdef int32_t key_size, value_size
         cdef const char* key
-        cdef uint32_t hashed
+        while True:
+            parsed = 0
+            while parsed < REPLAY_BATCH and size - position >= LENGTHS_SIZE:
+                key_size = <int32_t>load_be32(self.map + position)
+                value_size = <int32_t>load_be32(self.map + position + 4)
+                if key_size < 0 or value_size < DELETED:
+                    self.apply_parsed(batch, parsed)
+                    raise DBMLoadError(
+                        "%s: corrupt record at offset %d (key length %d, value length %d)"
+                        % (self.path, position, key_size, value_size)
+                    )
+                record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+                if value_size != DELETED:
+                    record_end += <uint64_t>value_size
+                if record_end > size:
+                    break
+                key = self.map + position + LENGTHS_SIZE
+                batch[parsed].offset = position
+                batch[parsed].hash = hash_key(key, key_size)
+                batch[parsed].deleted = value_size == DELETED
+                if self.capacity:
+                    semidbm_prefetch(&self.slots[batch[parsed].hash & (self.capacity - 1)])
+                parsed += 1
+                position = record_end
+            self.apply_parsed(batch, parsed)
+            if parsed < REPLAY_BATCH:
+                return position
+
+    cdef int apply_parsed(self, Parsed* batch, size_t parsed) except -1:
+        """Apply ``parsed`` records of the log, in order, to the index."""
+        cdef size_t at
+        cdef const char* key
         cdef Py_ssize_t slot
-        while size - position >= LENGTHS_SIZE:
-            key_size = <int32_t>load_be32(self.map + position)
-            value_size = <int32_t>load_be32(self.map + position + 4)
-            if key_size < 0 or value_size < DELETED:
-                raise DBMLoadError(
-                    "%s: corrupt record at offset %d (key length %d, value length %d)"
-                    % (self.path, position, key_size, value_size)
-                )
-            record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
-            if value_size != DELETED:
-                record_end += <uint64_t>value_size
-            if record_end > size:
-                break
-            key = self.map + position + LENGTHS_SIZE
-            hashed = hash_key(key, key_size)
-            if value_size == DELETED:
-                slot = self.find(key, key_size, hashed)
+        for at in range(parsed):
+            key = self.map + batch[at].offset
+            slot = self.find(key + LENGTHS_SIZE, <int32_t>load_be32(key), batch[at].hash)
+            if batch[at].deleted:
                 if slot >= 0:
                     self.remove(slot)
+            elif slot >= 0:
+                self.slots[slot].offset = batch[at].offset
             else:
-                self.reserve()
-                self.put(self.find(key, key_size, hashed), hashed, position)
-            position = record_end
-        return position
+                self.insert(batch[at].hash, batch[at].offset)
+        return 0
 
     # --- the hash table ---
 
@@ -364,10 +413,7 @@ cdef class Store:
         return self.map + offset
 
     cdef Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
-        """The slot holding ``key``; if absent, -1 - the empty slot where it would go.
-
-        An empty table has no empty slot: there the answer is just -1.
-        """
+        """The slot holding ``key``, or -1."""
         cdef size_t mask, index
         cdef const char* found
         if self.capacity == 0:
@@ -380,22 +426,19 @@ cdef class Store:
                 if <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0:
                     return index
             index = (index + 1) & mask
-        return -1 - <Py_ssize_t>index
+        return -1
 
     cdef int reserve(self) except -1:
-        """Make room for one more key: grow the table past three quarters full.
-
-        Call before ``find`` when the key may be added, so that the empty
-        slot ``find`` reports is still the right one.
-        """
+        """Make room for one more key besides the pending ones: grow past three quarters full."""
         cdef size_t capacity, index, mask, old
         cdef Slot* slots
-        if (self.count + 1) * 4 <= self.capacity * 3:
+        if (self.count + self.pending_count + 1) * 4 <= self.capacity * 3:
             return 0
         capacity = self.capacity * 2 if self.capacity else MIN_CAPACITY
         slots = <Slot*>calloc(capacity, sizeof(Slot))
         if slots == NULL:
             raise MemoryError("cannot grow the semidbm index to %d slots" % capacity)
+        semidbm_advise_huge(slots, capacity * sizeof(Slot))
         mask = capacity - 1
         for old in range(self.capacity):
             if self.slots[old].offset != 0:
@@ -409,16 +452,57 @@ cdef class Store:
         self.version += 1
         return 0
 
-    cdef inline void put(self, Py_ssize_t found, uint32_t hashed, uint64_t offset) noexcept nogil:
-        """Point the key ``find`` answered ``found`` for at the record at ``offset``."""
-        if found >= 0:
-            self.slots[found].offset = offset
+    cdef int defer(self, uint32_t hashed, uint64_t offset) except -1:
+        """Queue the index update for the buffered record at ``offset``; apply the oldest if full.
+
+        The update of a large index costs a cache miss; queued, with its
+        slot prefetched, it is applied after the next few assignments,
+        when that memory has arrived. The caller has reserved room for
+        every queued key, so applying them never grows the table.
+        """
+        cdef size_t at
+        if self.pending_count == PENDING_LIMIT:
+            self.apply_oldest()
+        semidbm_prefetch(&self.slots[hashed & (self.capacity - 1)])
+        at = (self.pending_first + self.pending_count) % PENDING_LIMIT
+        self.pending[at].hash = hashed
+        self.pending[at].offset = offset
+        self.pending_count += 1
+        return 0
+
+    cdef int apply_oldest(self) except -1:
+        """Apply the oldest pending update: point the key's slot at its record."""
+        cdef Slot entry = self.pending[self.pending_first]
+        cdef const char* found = self.record(entry.offset)
+        cdef Py_ssize_t slot
+        self.pending_first = (self.pending_first + 1) % PENDING_LIMIT
+        self.pending_count -= 1
+        slot = self.find(found + LENGTHS_SIZE, <int32_t>load_be32(found), entry.hash)
+        if slot >= 0:
+            self.slots[slot].offset = entry.offset
         else:
-            found = -1 - found
-            self.slots[found].offset = offset
-            self.slots[found].hash = hashed
-            self.count += 1
-            self.version += 1
+            self.insert(entry.hash, entry.offset)
+        return 0
+
+    cdef int apply_pending(self) except -1:
+        """Apply every pending index update, oldest first."""
+        while self.pending_count:
+            self.apply_oldest()
+        return 0
+
+    cdef int insert(self, uint32_t hashed, uint64_t offset) except -1:
+        """Add a key known to be absent."""
+        cdef size_t mask, index
+        self.reserve()
+        mask = self.capacity - 1
+        index = hashed & mask
+        while self.slots[index].offset != 0:
+            index = (index + 1) & mask
+        self.slots[index].offset = offset
+        self.slots[index].hash = hashed
+        self.count += 1
+        self.version += 1
+        return 0
 
     cdef void remove(self, Py_ssize_t slot) noexcept nogil:
         """Empty ``slot``, shifting back the entries after it that probed past it."""
@@ -446,10 +530,16 @@ cdef class Store:
     # --- checks and errors ---
 
     cdef int check_open(self) except -1:
-        """Wait out a busy spell, then raise if closed."""
+        """Wait out a busy spell, then raise if closed.
+
+        Still busy once the guard is ours means this thread is the one
+        compacting: a progress callback is using the database.
+        """
         if self.busy:
             with self.guard:
                 pass
+            if self.busy:
+                raise DBMError(COMPACTING % self.path)
         if self.fd < 0:
             raise DBMError("semidbm database %s is closed" % self.path)
         return 0
@@ -504,8 +594,10 @@ cdef class Store:
         return 0
 
     cdef int flush(self) except -1:
-        """Write the buffer to the file (no fsync)."""
+        """Apply pending index updates and write the buffer to the file (no fsync)."""
         cdef int failure
+        if self.pending_count:
+            self.apply_pending()
         if self.buffer_used:
             failure = self.write_out(self.buffer, self.buffer_used)
             if failure:
@@ -567,12 +659,16 @@ cdef class Store:
 
     def __len__(self):
         self.check_open()
+        if self.pending_count:
+            self.apply_pending()
         return self.count
 
     def __contains__(self, key):
         cdef Borrowed borrowed
         cdef Py_ssize_t found
         self.check_open()
+        if self.pending_count:
+            self.apply_pending()
         borrow(key, &borrowed, "keys")
         found = self.find(borrowed.data, borrowed.size, hash_key(borrowed.data, borrowed.size))
         give_back(&borrowed)
@@ -582,6 +678,8 @@ cdef class Store:
         cdef Borrowed borrowed
         if self.fd < 0 or self.busy:
             self.check_open()
+        if self.pending_count:
+            self.apply_pending()
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
         borrow(key, &borrowed, "keys")
@@ -634,10 +732,16 @@ cdef class Store:
                     raise ValueError(TOO_LONG % "values")
                 hashed = hash_key(borrowed_key.data, borrowed_key.size)
                 self.reserve()
-                slot = self.find(borrowed_key.data, borrowed_key.size, hashed)
                 offset = self.append(borrowed_key.data, borrowed_key.size,
                                      borrowed_value.data, borrowed_value.size)
-                self.put(slot, hashed, offset)
+                if offset >= self.disk_end:
+                    self.defer(hashed, offset)
+                else:
+                    slot = self.find(borrowed_key.data, borrowed_key.size, hashed)
+                    if slot >= 0:
+                        self.slots[slot].offset = offset
+                    else:
+                        self.insert(hashed, offset)
             finally:
                 give_back(&borrowed_value)
         finally:
@@ -647,6 +751,8 @@ cdef class Store:
         cdef Borrowed borrowed
         cdef Py_ssize_t slot
         self.check_writable("delete")
+        if self.pending_count:
+            self.apply_pending()
         borrow(key, &borrowed, "keys")
         try:
             slot = self.find(borrowed.data, borrowed.size, hash_key(borrowed.data, borrowed.size))
@@ -659,6 +765,8 @@ cdef class Store:
 
     def __iter__(self):
         self.check_open()
+        if self.pending_count:
+            self.apply_pending()
         return KeyIterator(self)
 
     @property
@@ -683,14 +791,17 @@ cdef class Store:
             except OSError as exc:
                 raise _files.os_error(exc, "cannot sync %s" % self.path) from None
 
-    def compact(self):
+    def compact(self, progress=None):
         """Rewrite the live records, oldest first, to a new data file and swap it in.
 
         The new file is flushed to disk before it is renamed over ``data``,
         and the directory after, so a crash leaves either the old file or
         the new one, whole. The log is read in order and each record kept
         if the index points at it; memory use is one chunk. The index is
-        then rebuilt from the new file.
+        then rebuilt from the new file. ``progress``, if given, is called
+        as ``progress(done, total)`` (bytes of the old log, see
+        ``format.PROGRESS_STEP``); an exception from it abandons the
+        compaction and leaves the database as it was.
         """
         with self.guard:
             self.check_writable("compact")
@@ -698,7 +809,7 @@ cdef class Store:
             self.busy = True
             try:
                 temporary, _ = _files.write_compacted(
-                    self.path, self.fd, lambda out: self.write_live(out)
+                    self.path, self.fd, lambda out: self.write_live(out, progress)
                 )
                 self.unmap()
                 semidbm_close(self.fd)
@@ -762,10 +873,14 @@ cdef class Store:
         self.owner = os.getppid()
         self.writable = False
 
-    cdef int write_live(self, int out) except -1:
-        """Copy the records the index points at to the file ``out``, in log order."""
+    cdef int write_live(self, int out, object progress) except -1:
+        """Copy the records the index points at to the file ``out``, in log order.
+
+        Calls ``progress(done, total)`` as described in ``format.PROGRESS_STEP``.
+        """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
         cdef uint64_t position = HEADER_SIZE
+        cdef uint64_t next_report = PROGRESS_STEP
         cdef Py_ssize_t used = 0
         cdef Py_ssize_t size, slot
         cdef int32_t key_size, value_size
@@ -794,10 +909,15 @@ cdef class Store:
                         else:
                             memcpy(chunk + used, record, size)
                             used += size
+                        if progress is not None and position + size >= next_report:
+                            progress(position + size, self.disk_end)
+                            next_report = position + size + PROGRESS_STEP
                 position += size
             self.write_to(out, chunk, used)
         finally:
             free(chunk)
+        if progress is not None:
+            progress(self.disk_end, self.disk_end)
         return 0
 
     cdef int write_to(self, int out, const char* data, Py_ssize_t size) except -1:
@@ -818,6 +938,8 @@ cdef class Store:
         Closing a closed store does nothing.
         """
         with self.guard:
+            if self.busy:
+                raise DBMError(COMPACTING % self.path)
             if self.fd < 0:
                 return
             try:
@@ -849,6 +971,8 @@ cdef class KeyIterator:
             store.check_open()
         if store.fd < 0:
             raise DBMError("semidbm database %s was closed during iteration" % store.path)
+        if store.pending_count:
+            store.apply_pending()
         if store.version != self.version:
             raise RuntimeError("semidbm database changed size during iteration")
         while self.position < store.capacity:

@@ -10,7 +10,7 @@ runs on either:
 ``len(store)``, ``iter(store)``
     Item access. Keys are str (stored as UTF-8) or bytes-like; values
     likewise, and come back as bytes.
-``store.sync()``, ``store.compact()``, ``store.close()``, ``store.closed``,
+``store.sync()``, ``store.compact(progress=None)``, ``store.close()``, ``store.closed``,
 ``store.writable``, ``store.path``
     Flushing, compaction (FORMAT.md), releasing the file.
 
@@ -28,10 +28,12 @@ from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     CHECKSUM_SIZE,
+    COMPACTING,
     DELETED,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
+    PROGRESS_STEP,
     check_header,
 )
 
@@ -158,6 +160,7 @@ class Store:
         "_verify",
         "_guard",
         "_owner",
+        "_busy",
     )
 
     def __init__(self, data_path, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -169,6 +172,7 @@ class Store:
         self._verify = verify_checksums
         self._guard = threading.RLock()
         self._owner = None
+        self._busy = False
         fd = _files.open_data(data_path, writable)
         try:
             self._index, self._disk_end, size = load_index(fd, data_path)
@@ -187,6 +191,10 @@ class Store:
         return self._fd < 0
 
     def _check_open(self):
+        # The lock is ours, so a compaction in progress is this thread's:
+        # its progress callback is using the database.
+        if self._busy:
+            raise DBMError(COMPACTING % self.path)
         if self._fd < 0:
             raise DBMError("semidbm database %s is closed" % self.path)
 
@@ -217,6 +225,8 @@ class Store:
     def __iter__(self):
         self._check_open()
         for key in self._index:
+            if self._busy:
+                raise DBMError(COMPACTING % self.path)
             if self._fd < 0:
                 raise DBMError("semidbm database %s was closed during iteration" % self.path)
             yield key
@@ -253,7 +263,7 @@ class Store:
 
     def __setitem__(self, key, value):
         with self._guard:
-            if self._fd < 0 or not self.writable:
+            if self._fd < 0 or self._busy or not self.writable:
                 self._check_writable("write")
             if type(key) is not bytes:
                 key = as_key(key)
@@ -333,20 +343,28 @@ class Store:
             except OSError as exc:
                 raise _files.os_error(exc, "cannot sync %s" % self.path) from None
 
-    def compact(self):
+    def compact(self, progress=None):
         """Rewrite the live records, oldest first, to a new data file and swap it in.
 
         The new file is flushed to disk before it is renamed over ``data``,
         and the directory after, so a crash leaves either the old file or
-        the new one, whole. Memory stays bounded: records are copied in
-        chunks.
+        the new one, whole. The log is read in order and each record kept
+        if the index points at it; memory use is one chunk besides the new
+        index. ``progress``, if given, is called as ``progress(done,
+        total)`` (bytes of the old log, see ``format.PROGRESS_STEP``); an
+        exception from it abandons the compaction and leaves the database
+        as it was.
         """
         with self._guard:
             self._check_writable("compact")
             self._flush()
-            temporary, index = _files.write_compacted(
-                self.path, self._fd, self._write_live_records
-            )
+            self._busy = True
+            try:
+                temporary, index = _files.write_compacted(
+                    self.path, self._fd, lambda out: self._write_live_records(out, progress)
+                )
+            finally:
+                self._busy = False
             os.close(self._fd)
             self._fd = -1
             replaced, failure = _files.install_compacted(temporary, self.path)
@@ -357,23 +375,53 @@ class Store:
             if failure is not None:
                 raise failure
 
-    def _write_live_records(self, out):
-        """Copy the live records to ``out``, oldest first; return their new index."""
-        entries = sorted(self._index.items(), key=lambda item: item[1][0])
+    def _write_live_records(self, out, progress):
+        """Copy the records the index points at to ``out``, in log order; return their new index.
+
+        Calls ``progress(done, total)`` as described in ``format.PROGRESS_STEP``.
+        """
+        total = self._disk_end
         index = {}
         chunk = bytearray()
+        written = HEADER_SIZE
         position = HEADER_SIZE
-        for key, (offset, length) in entries:
-            start = offset - LENGTHS_SIZE - len(key)
-            size = LENGTHS_SIZE + len(key) + length + CHECKSUM_SIZE
-            chunk += _files.read_exactly(self._fd, size, start, self.path)
-            index[key] = (position + LENGTHS_SIZE + len(key), length)
-            position += size
-            if len(chunk) >= _COMPACT_CHUNK:
-                _files.write_all(out, chunk)
-                chunk.clear()
+        next_report = PROGRESS_STEP
+        unpack_lengths = _LENGTHS.unpack_from
+        with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
+            while position < total:
+                if total - position < LENGTHS_SIZE + CHECKSUM_SIZE:
+                    self._changed(position)
+                key_length, value_length = unpack_lengths(data, position)
+                if key_length < 0 or value_length < DELETED:
+                    self._changed(position)
+                size = LENGTHS_SIZE + key_length + max(value_length, 0) + CHECKSUM_SIZE
+                if size > total - position:
+                    self._changed(position)
+                if value_length != DELETED:
+                    value_start = position + LENGTHS_SIZE + key_length
+                    key = data[position + LENGTHS_SIZE : value_start]
+                    if self._index.get(key) == (value_start, value_length):
+                        if len(chunk) + size > _COMPACT_CHUNK:
+                            _files.write_all(out, chunk)
+                            chunk.clear()
+                        if size > _COMPACT_CHUNK:
+                            with memoryview(data) as view:
+                                _files.write_all(out, view[position : position + size])
+                        else:
+                            chunk += data[position : position + size]
+                        index[key] = (written + LENGTHS_SIZE + key_length, value_length)
+                        written += size
+                        if progress is not None and position + size >= next_report:
+                            progress(position + size, total)
+                            next_report = position + size + PROGRESS_STEP
+                position += size
         _files.write_all(out, chunk)
+        if progress is not None:
+            progress(total, total)
         return index
+
+    def _changed(self, position):
+        raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
 
     def refresh(self):
         """Bring in what the writer has written to the file since this reader opened.
@@ -420,6 +468,8 @@ class Store:
         Closing a closed store does nothing.
         """
         with self._guard:
+            if self._busy:
+                raise DBMError(COMPACTING % self.path)
             if self._fd < 0:
                 return
             try:

@@ -137,9 +137,12 @@ def database_class(kernel):
                     self.compact()
                 kernel.Store.close(self)
             finally:
-                lock, self._lock = self._lock, None
-                if lock is not None:
-                    lock.release()
+                # Still open only if called from a compaction's progress
+                # callback (refused): the compaction needs the lock.
+                if self.closed:
+                    lock, self._lock = self._lock, None
+                    if lock is not None:
+                        lock.release()
 
         def _disown(self):
             """Become read-only without writing anything (in a forked child)."""

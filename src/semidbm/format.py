@@ -34,6 +34,18 @@ LOCK_NAME = "lock"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
 
+#: Bytes of the old log a compaction gets through between two calls of its
+#: progress callback. ``compact(progress)`` calls ``progress(done, total)``
+#: after each live record that ends at least this far past the last call
+#: (``done`` is the offset in the old data file where that record ends),
+#: and ``progress(total, total)`` at the end; ``total`` is the old data
+#: file's size. Both kernels call it at the same points.
+PROGRESS_STEP = 1 << 20
+#: The error for a compaction's progress callback that uses the database.
+COMPACTING = (
+    "semidbm database %s is being compacted: its progress callback cannot use it"
+)
+
 #: Default size of the append buffer, in bytes.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
 
