@@ -158,11 +158,11 @@ def open(
         the call returns (not fsynced), as semidbm 0.5.1 did.
     ``recover``
         Open even if the data file ends in an unreadable tail longer
-        than one write buffer (normally refused: it can hide damage
-        inside the log). The tail is left out; a writer cuts it off and
-        keeps its bytes in ``data.torn-OFFSET``. Shorter tails, as a
-        killed writer leaves, are always handled this way, with a
-        :class:`semidbm.TornTailWarning`.
+        than one write buffer that complete records follow (normally
+        refused: it is damage inside the log). The tail is left out; a
+        writer cuts it off and keeps its bytes in ``data.torn-OFFSET``.
+        Tails as a killed writer leaves them are always handled this
+        way, with a :class:`semidbm.TornTailWarning`.
 
     Raises ``ValueError`` for a bad flag, :class:`semidbm.error` when the
     database is missing or cannot be opened, and
