@@ -247,7 +247,8 @@ def _prepare(path, flag, mode):
     except FileNotFoundError:
         data_info = None
     if data_info is None:
-        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME}:
+        # A lock and a data.compact are what a creation killed before its rename leaves.
+        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME, COMPACT_NAME}:
             raise DBMError("not a semidbm database (no data file): %r" % path)
     elif not stat.S_ISREG(data_info.st_mode):
         raise DBMError("not a semidbm database (data is not a file): %r" % data_path)

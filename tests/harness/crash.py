@@ -229,7 +229,12 @@ class Harness:
         self.failures = []
 
     def run(self, kills):
-        """Do ``kills`` rounds; stop at the first failure. Returns the failures."""
+        """Do ``kills`` rounds; stop at the first failure. Returns the failures.
+
+        The database is made first (kills during its creation are
+        tests/test_crash.py's).
+        """
+        db.open_with(self.kernel, self.path, "c").close()
         for _ in range(kills):
             self.round()
             if self.failures:
