@@ -109,23 +109,32 @@ def cut_torn_tail(fd, data_path, offset):
     The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` beside
     the data file (a free name is found if that one is taken), flushed to
     disk before the data file is truncated, so a wrong guess about what
-    is torn never destroys anything. Returns the path of the kept bytes.
+    is torn never destroys anything; if they cannot be kept, nothing is
+    cut. Returns the path of the kept bytes.
     """
     directory = os.path.dirname(data_path)
     keep_path = unused_name(os.path.join(directory, "%s%d" % (TORN_PREFIX, offset)))
     end = os.fstat(fd).st_size
     keep_fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666)
     try:
-        position = offset
-        while position < end:
-            chunk = read_at(fd, min(end - position, 1 << 20), position)
-            if not chunk:
-                break
-            write_all(keep_fd, chunk)
-            position += len(chunk)
-        os.fsync(keep_fd)
-    finally:
-        os.close(keep_fd)
+        try:
+            position = offset
+            while position < end:
+                chunk = read_at(fd, min(end - position, 1 << 20), position)
+                if not chunk:
+                    break
+                write_all(keep_fd, chunk)
+                position += len(chunk)
+            os.fsync(keep_fd)
+        finally:
+            os.close(keep_fd)
+    except BaseException:
+        # A partial copy (the disk is full, say) keeps nothing: remove it.
+        try:
+            os.remove(keep_path)
+        except OSError:
+            pass
+        raise
     fsync_directory(directory)
     os.ftruncate(fd, offset)
     os.fsync(fd)
