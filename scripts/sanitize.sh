@@ -41,5 +41,8 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:chec
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export SEMIDBM_V051_PYTHON="$PWD/.venv-v051/bin/python"
 .venv-asan/bin/python -c 'import semidbm; assert semidbm.implementation == "cython", semidbm.implementation'
-.venv-asan/bin/python -m pytest -p no:cacheprovider "$@"
+# The index memory test measures resident memory, which the sanitizers' shadow
+# memory and red zones inflate: it is left out here (it runs in the plain suite).
+.venv-asan/bin/python -m pytest -p no:cacheprovider \
+    --deselect tests/test_kernels.py::test_compiled_index_takes_at_most_32_bytes_per_key "$@"
 .venv-asan/bin/python -m tests.harness.fuzz --seconds "${SEMIDBM_FUZZ_SECONDS:-120}"

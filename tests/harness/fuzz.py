@@ -193,7 +193,9 @@ def kind(answers):
     """A short name for what an input did: the answer kinds, numbers and paths left out."""
     parts = []
     for item in answers:
-        text = item[0] if item[0] != "ok" else ("ok+torn" if item[-1] else "ok")
+        text = item[0]
+        if item[0] == "ok":
+            text = item[1] if isinstance(item[1], str) else ("ok+torn" if item[-1] else "ok")
         if item[0] not in ("ok", "opened"):
             text += ": " + re.sub(r"\d+", "N", item[1].split(": ", 1)[-1])[:60]
         elif item[0] == "opened" and any("checksum" in str(v) for v in item[2].values()):
