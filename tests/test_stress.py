@@ -17,7 +17,7 @@ def test_writer_and_readers_agree_with_the_model(kernel, tmp_path):
     counts, errors = stress.run(tmp_path / "db", name, SECONDS[name], readers=2)
     assert errors == []
     for what in ("sets", "deletes", "syncs", "compactions", "refreshes", "reads",
-                 "reads in writer threads", "syncs from another thread"):
+                 "reads in writer threads", "reads in reader threads", "syncs from another thread"):
         assert counts[what] > 0, (what, counts)
 
 

@@ -6,7 +6,8 @@
   from one rising counter, so a reader can tell a real value from
   anything else and a newer one from an older one.
 - Reader processes open the database read-only and loop: refresh, read
-  random keys, sometimes every key.
+  random keys, sometimes every key; another thread of theirs reads
+  while they refresh.
 
 Every read is checked: the value is the one written with that version
 for that key, and no reader ever sees a key go back to an older version.
@@ -156,6 +157,22 @@ def reader(path, kernel_name, seed, done_path, model_path, result_path):
     counts = collections.Counter()
     errors = []
     database = db.open_with(_kernel.load(kernel_name), path, "r")
+    stop = threading.Event()
+    thread_checker = Checker()
+
+    def read_loop():
+        # Reads from another thread while the main thread refreshes.
+        local = random.Random(seed + 1)
+        try:
+            while not stop.is_set():
+                thread_checker.read(database, b"k%d" % local.randrange(KEYSPACE))
+                if local.random() < 0.01:
+                    time.sleep(0.0005)
+        except Exception as exc:  # noqa: BLE001
+            errors.append("reader thread: %r" % exc)
+
+    thread = threading.Thread(target=read_loop)
+    thread.start()
     try:
         while not os.path.exists(done_path):
             database.refresh()
@@ -175,10 +192,14 @@ def reader(path, kernel_name, seed, done_path, model_path, result_path):
     except Exception as exc:  # noqa: BLE001
         errors.append("reader: %r" % exc)
     finally:
+        stop.set()
+        thread.join()
         database.close()
     counts["reads"] = checker.reads
+    counts["reads in reader threads"] = thread_checker.reads
+    all_errors = errors + checker.errors + thread_checker.errors
     with open(result_path, "w") as handle:
-        json.dump({"counts": counts, "errors": (errors + checker.errors)[:20]}, handle)
+        json.dump({"counts": counts, "errors": all_errors[:20]}, handle)
 
 
 def run(path, kernel_name, seconds, readers=2, seed=1):
