@@ -165,7 +165,9 @@ def matching_prefixes(start, operations, recovered, low):
             state.pop(key, None)
         else:
             state[key] = value
-    differing = {key for key in state.keys() | recovered.keys() if state.get(key) != recovered.get(key)}
+    differing = {
+        key for key in state.keys() | recovered.keys() if state.get(key) != recovered.get(key)
+    }
     found = [low] if not differing else []
     for position in range(low, len(operations)):
         key, value = operations[position]
@@ -326,7 +328,8 @@ class Harness:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", semidbm.TornTailWarning)
-                with db.open_with(self.kernel, self.path, "w", buffer_size=self.buffer_size) as database:
+                database = db.open_with(self.kernel, self.path, "w", buffer_size=self.buffer_size)
+                with database:
                     for _ in range(3):
                         key = b"k%d" % self.rng.randrange(KEYSPACE)
                         value = value_of(self.next_seed, self.rng.randrange(50))
@@ -391,6 +394,7 @@ def main(argv=None):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["writer"]:
         path, log_path, kernel_name, buffer_size, seed, first_seed, aim = sys.argv[2:]
-        writer(path, log_path, kernel_name, int(buffer_size), int(seed), int(first_seed), aim == "1")
+        writer(path, log_path, kernel_name, int(buffer_size), int(seed), int(first_seed),
+               aim == "1")
     else:
         sys.exit(main())

@@ -67,7 +67,8 @@ def records(draw):
     checksum = zlib.crc32(key + (value or b""))
     if lie == "checksum":
         checksum ^= draw(st.integers(1, 2**32 - 1))
-    return struct.pack("!ii", key_length, value_length) + key + (value or b"") + struct.pack("!I", checksum)
+    lengths_field = struct.pack("!ii", key_length, value_length)
+    return lengths_field + key + (value or b"") + struct.pack("!I", checksum)
 
 
 headers = st.one_of(

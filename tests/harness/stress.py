@@ -32,7 +32,6 @@ import time
 if __package__ in (None, ""):  # run as a script: a child process
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-import semidbm
 from semidbm import _kernel, db
 
 KEYSPACE = 2000
@@ -62,7 +61,9 @@ class Checker:
         if name != key or value != value_of(key, version):
             self.errors.append("value for %r was never written to it: %r" % (key, value[:60]))
         elif version < self.seen.get(key, -1):
-            self.errors.append("%r went back from version %d to %d" % (key, self.seen[key], version))
+            self.errors.append(
+                "%r went back from version %d to %d" % (key, self.seen[key], version)
+            )
         else:
             self.seen[key] = version
 
