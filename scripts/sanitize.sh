@@ -33,7 +33,8 @@ CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
 
 libasan="$(gcc -print-file-name=libasan.so)"
 core="$(echo .venv-asan/lib/python3*/site-packages/semidbm/_core*.so)"
-if ! ldd "$core" | grep -q libasan || ! ldd "$core" | grep -q libubsan; then
+libraries="$(ldd "$core")"
+if [[ "$libraries" != *libasan* || "$libraries" != *libubsan* ]]; then
     echo "sanitize.sh: $core is not built with the sanitizers" >&2
     exit 1
 fi
