@@ -197,6 +197,39 @@ def test_reader_sees_what_was_flushed_and_refresh_brings_the_rest(kernel, dbopen
         child.finish()
 
 
+def test_refresh_over_a_key_written_twice_since(kernel, dbpath):
+    """The compiled kernel crashed here: the second record's key was looked up in the buffer."""
+    run(
+        kernel,
+        """
+        writer = semidbm.open(path, "c", buffer_size=0)
+        writer[b"a"] = b"0"
+        reader = semidbm.open(path, "r")
+        writer[b"a"] = b"1"
+        writer[b"b"] = b"1"
+        writer[b"a"] = b"2"
+        del writer[b"b"]
+        reader.refresh()
+        assert dict(reader.items()) == {b"a": b"2"}, reader.items()
+        """,
+        dbpath,
+    )
+
+
+def test_refresh_over_a_corrupt_record_raises_and_closes_the_reader(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        database[b"a"] = b"1"
+    reader = dbopen(dbpath, "r")
+    with open(dbpath / "data", "ab") as handle:
+        handle.write(struct.pack("!ii", 1, 1) + b"a2" + struct.pack("!I", zlib.crc32(b"a2")))
+        handle.write(struct.pack("!ii", 1, -7) + b"x" * 20)
+    with pytest.raises(semidbm.DBMLoadError, match="corrupt record"):
+        reader.refresh()
+    assert reader.closed
+    with pytest.raises(semidbm.error, match="closed"):
+        reader[b"a"]
+
+
 def test_refresh_on_a_writer_does_nothing(dbopen, dbpath):
     with dbopen(dbpath, "c") as database:
         database[b"a"] = b"1"

@@ -2,6 +2,7 @@
 
 import os
 import random
+import shutil
 import struct
 import warnings
 import zlib
@@ -177,8 +178,10 @@ def test_compaction_cuts_torn_tail_first(dbopen, dbpath):
 
 
 def long_tail():
-    """A tail longer than any buffer: a value length claiming far more than the file holds."""
-    return struct.pack("!ii", 1, 50_000_000) + b"k" + os.urandom(DEFAULT_BUFFER_SIZE + 10)
+    """A tail longer than any buffer: a damaged value length claiming far more than the
+    file holds, with the records written after it still ending the file."""
+    records = [put_record(b"k%d" % i, os.urandom(1000)) for i in range(DEFAULT_BUFFER_SIZE // 1000 + 10)]
+    return struct.pack("!ii", 1, 50_000_000) + b"k" + b"".join(records)
 
 
 def test_long_unparseable_tail_is_load_error(dbopen, dbpath):
@@ -191,6 +194,26 @@ def test_long_unparseable_tail_is_load_error(dbopen, dbpath):
         assert "offset %d" % (8 + len(put_record(b"a", b"1"))) in str(info.value)
     assert data_bytes(dbpath) == before
     assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+
+
+@pytest.mark.parametrize("value", [os.urandom, bytes], ids=["random", "zeros"])
+@pytest.mark.parametrize("flag", "rw")
+def test_record_larger_than_the_buffer_cut_short_is_a_torn_tail(dbopen, dbpath, value, flag):
+    """A killed writer can leave any part of a record it wrote straight to the file."""
+    big = put_record(b"big", value(3 * DEFAULT_BUFFER_SIZE))
+    for cut in (12, DEFAULT_BUFFER_SIZE + 100, len(big) - 1):
+        if dbpath.exists():
+            shutil.rmtree(dbpath)
+        write_data(dbpath, put_record(b"a", b"1"), big[:cut])
+        with pytest.warns(semidbm.TornTailWarning, match="torn tail of %d bytes" % cut):
+            db = dbopen(dbpath, flag)
+        with db:
+            assert dict(db.items()) == {b"a": b"1"}
+            if flag == "w":
+                db[b"b"] = b"2"
+        if flag == "w":
+            with dbopen(dbpath) as again:
+                assert dict(again.items()) == {b"a": b"1", b"b": b"2"}
 
 
 def test_long_tail_within_a_large_buffer_is_dropped(dbopen, dbpath):

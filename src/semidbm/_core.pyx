@@ -833,9 +833,10 @@ cdef class Store:
         Records the writer has flushed are added; an incomplete last
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
+        corrupt record raises DBMLoadError and closes the reader. A
         writer's own store is always current: for it this does nothing.
         """
-        cdef uint64_t size
+        cdef uint64_t size, end
         with self.guard:
             self.check_open()
             if self.writable or self.owner:
@@ -861,7 +862,14 @@ cdef class Store:
             elif opened.st_size > self.disk_end:
                 size = opened.st_size
                 self.map_file(size)
-                self.disk_end = self.replay(self.disk_end, size)
+                end = self.disk_end
+                # During the replay, records up to size are in the mapping (not the buffer).
+                self.disk_end = size
+                try:
+                    self.disk_end = self.replay(end, size)
+                except BaseException:
+                    self.release()  # a corrupt log: nothing after it can be trusted
+                    raise
 
     def _disown(self):
         """Become read-only without ever writing (in a child made by ``fork()``).

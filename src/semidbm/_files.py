@@ -6,10 +6,26 @@ errors into :class:`~semidbm.errors.DBMError` with the errno kept.
 """
 
 import os
+import re
+import struct
 import warnings
+import zlib
 
 from .errors import DBMError, DBMLoadError, TornTailWarning
-from .format import COMPACT_NAME, HEADER, TORN_PREFIX, torn_tail_limit
+from .format import (
+    CHECKSUM_SIZE,
+    COMPACT_NAME,
+    HEADER,
+    LENGTHS_SIZE,
+    TORN_PREFIX,
+    torn_tail_limit,
+)
+
+#: How far back from the end of the file ``log_goes_on`` looks for a last record.
+LAST_RECORD_SEARCH = 1 << 20
+_LENGTHS = struct.Struct("!ii")
+_CHECKSUM = struct.Struct("!I")
+_ZERO_RUNS = re.compile(b"\\0+")
 
 #: Flags that keep Windows from translating line endings.
 BINARY = getattr(os, "O_BINARY", 0)
@@ -93,46 +109,92 @@ def cut_torn_tail(fd, data_path, offset):
     The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` beside
     the data file (a free name is found if that one is taken), flushed to
     disk before the data file is truncated, so a wrong guess about what
-    is torn never destroys anything. Returns the path of the kept bytes.
+    is torn never destroys anything; if they cannot be kept, nothing is
+    cut. Returns the path of the kept bytes.
     """
     directory = os.path.dirname(data_path)
     keep_path = unused_name(os.path.join(directory, "%s%d" % (TORN_PREFIX, offset)))
     end = os.fstat(fd).st_size
     keep_fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666)
     try:
-        position = offset
-        while position < end:
-            chunk = read_at(fd, min(end - position, 1 << 20), position)
-            if not chunk:
-                break
-            write_all(keep_fd, chunk)
-            position += len(chunk)
-        os.fsync(keep_fd)
-    finally:
-        os.close(keep_fd)
+        try:
+            position = offset
+            while position < end:
+                chunk = read_at(fd, min(end - position, 1 << 20), position)
+                if not chunk:
+                    break
+                write_all(keep_fd, chunk)
+                position += len(chunk)
+            os.fsync(keep_fd)
+        finally:
+            os.close(keep_fd)
+    except BaseException:
+        # A partial copy (the disk is full, say) keeps nothing: remove it.
+        try:
+            os.remove(keep_path)
+        except OSError:
+            pass
+        raise
     fsync_directory(directory)
     os.ftruncate(fd, offset)
     os.fsync(fd)
     return keep_path
 
 
+def log_goes_on(fd, start, size):
+    """True if a complete record with a valid checksum ends exactly at the end of the file.
+
+    The unreadable tail from ``start`` is one record that claims to
+    reach past the end of the file. If a write was cut short, the file
+    ends inside that record; if instead its length field was damaged,
+    the records written after it are still there and the last of them
+    ends where the file ends. Only the last ``LAST_RECORD_SEARCH`` bytes
+    are searched, and a record with neither key nor value bytes (its
+    checksum is 0, and any run of zero bytes reads as such records) is
+    no evidence.
+    """
+    first = max(start + 1, size - LAST_RECORD_SEARCH)
+    data = read_at(fd, size - first, first)
+    unpack = _LENGTHS.unpack_from
+    overhead = LENGTHS_SIZE + CHECKSUM_SIZE
+    value_end = len(data) - CHECKSUM_SIZE
+    (expected,) = _CHECKSUM.unpack_from(data, value_end) if value_end >= 0 else (None,)
+    for run in _ZERO_RUNS.finditer(data, 0, len(data) - overhead + 1):
+        # A key length below 2**24 starts with a zero byte; from eight zero
+        # bytes on, lengths read (0, 0): only a run's last bytes can start one.
+        for position in range(max(run.start(), run.end() - LENGTHS_SIZE), run.end()):
+            key_length, value_length = unpack(data, position)
+            covered = key_length + max(value_length, 0)
+            if value_length < -1 or covered == 0 or position + overhead + covered != len(data):
+                continue  # no record ending here, or one with nothing checksummed
+            key_end = position + LENGTHS_SIZE + key_length
+            key_crc = zlib.crc32(data[position + LENGTHS_SIZE : key_end])
+            if zlib.crc32(data[key_end:value_end], key_crc) == expected:
+                return True
+    return False
+
+
 def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel):
     """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
 
-    A tail no longer than one write buffer (or any tail, with
-    ``recover``) is torn: it is left out with a TornTailWarning, and a
-    writer cuts it off at once, keeping its bytes beside the data file.
-    A longer one raises DBMLoadError. ``stacklevel`` makes the warning
-    point at the caller of ``semidbm.open``.
+    The tail is torn, left out with a TornTailWarning, when it is no
+    longer than one write buffer, or when the file ends inside the
+    tail's one record (a record larger than the buffer is written
+    straight to the file, so a killed writer can leave any part of it).
+    A writer cuts a torn tail off at once, keeping its bytes beside the
+    data file. A longer tail after which a complete record ends the
+    file means a damaged length inside the log: DBMLoadError, unless
+    ``recover``. ``stacklevel`` makes the warning point at the caller of
+    ``semidbm.open``.
     """
     if end == size:
         return
     tail = size - end
-    if tail > torn_tail_limit(buffer_size) and not recover:
+    if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size):
         raise DBMLoadError(
-            "%s: %d unreadable bytes at offset %d, more than one interrupted "
-            "write leaves; open with recover=True to drop them (a writer "
-            "keeps them in %s%d)" % (path, tail, end, TORN_PREFIX, end)
+            "%s: %d unreadable bytes at offset %d, a record whose length runs "
+            "past records that follow it; open with recover=True to drop them "
+            "(a writer keeps them in %s%d)" % (path, tail, end, TORN_PREFIX, end)
         )
     warnings.warn(
         "%s: dropped a torn tail of %d bytes at offset %d" % (path, tail, end),

@@ -429,6 +429,7 @@ class Store:
         Records the writer has flushed are added; an incomplete last
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
+        corrupt record raises DBMLoadError and closes the reader. A
         writer's own store is always current: for it this does nothing.
         """
         with self._guard:
@@ -450,8 +451,15 @@ class Store:
                 os.close(self._fd)
                 self._fd, self._index, self._disk_end = fd, index, end
             elif opened.st_size > self._disk_end:
-                with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
-                    self._disk_end = replay_log(data, self._index, self._disk_end, self.path)
+                try:
+                    with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
+                        self._disk_end = replay_log(data, self._index, self._disk_end, self.path)
+                except BaseException:
+                    # A corrupt log: nothing after it can be trusted.
+                    os.close(self._fd)
+                    self._fd = -1
+                    self._index = {}
+                    raise
 
     def _disown(self):
         """Become read-only without ever writing (in a child made by ``fork()``).

@@ -203,11 +203,11 @@ def open(
         the call returns (not fsynced), as semidbm 0.5.1 did.
     ``recover``
         Open even if the data file ends in an unreadable tail longer
-        than one write buffer (normally refused: it can hide damage
-        inside the log). The tail is left out; a writer cuts it off and
-        keeps its bytes in ``data.torn-OFFSET``. Shorter tails, as a
-        killed writer leaves, are always handled this way, with a
-        :class:`semidbm.TornTailWarning`.
+        than one write buffer that complete records follow (normally
+        refused: it is damage inside the log). The tail is left out; a
+        writer cuts it off and keeps its bytes in ``data.torn-OFFSET``.
+        Tails as a killed writer leaves them are always handled this
+        way, with a :class:`semidbm.TornTailWarning`.
 
     Raises ``ValueError`` for a bad flag, :class:`semidbm.error` when the
     database is missing or cannot be opened, and
@@ -293,7 +293,8 @@ def _prepare(path, flag, mode):
     except FileNotFoundError:
         data_info = None
     if data_info is None:
-        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME}:
+        # A lock and a data.compact are what a creation killed before its rename leaves.
+        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME, COMPACT_NAME}:
             raise DBMError("not a semidbm database (no data file): %r" % path)
     elif not stat.S_ISREG(data_info.st_mode):
         raise DBMError("not a semidbm database (data is not a file): %r" % data_path)

@@ -1,0 +1,400 @@
+"""Crash consistency: a writer killed with SIGKILL at random moments, checked each time.
+
+A child process opens the database and writes without end (sets,
+updates, deletes of present and missing keys, periodic ``sync()`` and
+``compact()``), logging each operation to a file before making it. The
+parent kills it with SIGKILL after a random delay, then checks:
+
+- the database opens (any warning but ``TornTailWarning`` is a failure);
+- its contents are the state after some prefix of the logged operations,
+  no shorter than the last completed ``sync()`` or ``compact()`` (with
+  ``buffer_size=0``, no shorter than every operation that returned). So
+  every key holds its value as of the last completed sync or a later
+  logged one, and nothing never written appears;
+- writes made after the recovery survive the next reopen.
+
+The next child goes on with the same database, so torn tails meet new
+writes, and a kill may land while a writer is cutting a torn tail. A
+quarter of the rounds aim the kill at a compaction: the child says when
+one starts and the parent kills within the time compactions take.
+
+Run ``python -m tests.harness.crash --help`` from the repository root
+for long runs; the test suite runs a few hundred kills
+(tests/test_crash.py).
+"""
+
+import argparse
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+if __package__ in (None, ""):  # run as a script: the child writer
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import semidbm
+from semidbm import _kernel, db
+from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE
+
+#: Keys the writer picks from: small enough that updates and deletes are common.
+KEYSPACE = 1500
+
+
+def value_of(seed, size):
+    """The value a write with ``seed`` stores: ``size`` bytes that name the seed."""
+    unit = b"%x." % seed
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def value_size(rng):
+    """Mostly small values, some large, a few larger than the default buffer."""
+    roll = rng.random()
+    if roll < 0.70:
+        return rng.randrange(0, 100)
+    if roll < 0.96:
+        return rng.randrange(100, 4000)
+    if roll < 0.998:
+        return rng.randrange(4000, 100_000)
+    return rng.randrange(DEFAULT_BUFFER_SIZE + 1, DEFAULT_BUFFER_SIZE * 3 // 2)
+
+
+# --- the child ---
+
+
+def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_compaction):
+    """Write to the database at ``path`` until killed, logging each step first."""
+    rng = random.Random(seed)
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def note(line):
+        os.write(log, line.encode("ascii") + b"\n")
+
+    warnings.simplefilter("ignore", semidbm.TornTailWarning)
+    database = db.open_with(_kernel.load(kernel_name), path, "c", buffer_size=buffer_size)
+    note("ready")
+    print("ready", flush=True)
+    value_seed = first_seed
+    operations = 0
+    while True:
+        operations += 1
+        roll = rng.random()
+        if aim_at_compaction and operations == 400:
+            print("compacting", flush=True)
+            roll = 1.0
+        if roll < 0.62:
+            key = b"k%d" % rng.randrange(KEYSPACE)
+            size = value_size(rng)
+            note("set %s %d %d" % (key.decode(), value_seed, size))
+            database[key] = value_of(value_seed, size)
+            value_seed += 1
+        elif roll < 0.994:
+            key = b"k%d" % rng.randrange(KEYSPACE)
+            note("del %s" % key.decode())
+            try:
+                del database[key]
+            except KeyError:
+                pass
+        elif roll < 0.999:
+            note("sync")
+            database.sync()
+            note("synced")
+        else:
+            note("compact")
+            started = time.perf_counter()
+            database.compact()
+            note("compacted %.6f" % (time.perf_counter() - started))
+
+
+# --- the parent ---
+
+
+class Log:
+    """What a killed writer logged: its operations and where it was."""
+
+    def __init__(self, text):
+        lines = text.split("\n")
+        if lines and lines[-1] != "":
+            lines.pop()  # a line cut by the kill: that step was never started
+        self.operations = []  # (key, value or None for a delete)
+        self.durable = 0  # operations covered by the last completed sync or compact
+        self.phase = "open"
+        self.compaction_seconds = []
+        for line in lines:
+            if not line:
+                continue
+            word, *rest = line.split()
+            if word == "set":
+                key, seed, size = rest
+                self.operations.append((key.encode(), value_of(int(seed), int(size))))
+            elif word == "del":
+                self.operations.append((rest[0].encode(), None))
+            elif word in ("synced", "compacted"):
+                self.durable = len(self.operations)
+                if rest:
+                    self.compaction_seconds.append(float(rest[0]))
+            self.phase = {
+                "ready": "between",
+                "set": "write",
+                "del": "write",
+                "sync": "sync",
+                "synced": "between",
+                "compact": "compact",
+                "compacted": "between",
+            }[word]
+
+
+def read_all(kernel, path, flag="r"):
+    """Open the database and return its items and the warnings opening gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with db.open_with(kernel, path, flag) as database:
+            items = dict(database.items())
+    return items, caught
+
+
+def matching_prefixes(start, operations, recovered, low):
+    """The prefix lengths p >= ``low`` whose state (``start`` + operations[:p]) is ``recovered``."""
+    state = dict(start)
+    for key, value in operations[:low]:
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    differing = {
+        key for key in state.keys() | recovered.keys() if state.get(key) != recovered.get(key)
+    }
+    found = [low] if not differing else []
+    for position in range(low, len(operations)):
+        key, value = operations[position]
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+        if state.get(key) == recovered.get(key):
+            differing.discard(key)
+        else:
+            differing.add(key)
+        if not differing:
+            found.append(position + 1)
+    return found
+
+
+def describe_mismatch(start, operations, recovered, low):
+    """Say how ``recovered`` differs from the states it may be: for a failure report."""
+    written = {}
+    for key, value in list(start.items()) + operations:
+        if value is not None:
+            written.setdefault(key, set()).add(value)
+    state = dict(start)
+    for key, value in operations:
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    notes = []
+    for key in sorted(state.keys() | recovered.keys()):
+        if state.get(key) != recovered.get(key):
+            value = recovered.get(key)
+            if value is not None and value not in written.get(key, ()):
+                notes.append("%r holds a value never written to it" % key)
+            else:
+                notes.append(
+                    "%r is %s, after all logged operations %s"
+                    % (key, "absent" if value is None else "%d bytes" % len(value),
+                       "absent" if state.get(key) is None else "%d bytes" % len(state[key]))
+                )
+    return "no prefix from %d of %d operations matches: %s" % (
+        low, len(operations), "; ".join(notes[:5])
+    )
+
+
+class Harness:
+    """Kills writers of one database again and again and checks it after each kill."""
+
+    def __init__(self, path, kernel_name, buffer_size, seed):
+        self.path = str(path)
+        self.kernel_name = kernel_name
+        self.kernel = _kernel.load(kernel_name)
+        self.buffer_size = buffer_size
+        self.rng = random.Random(seed)
+        self.work = tempfile.mkdtemp(prefix="semidbm-crash-")
+        self.model = {}
+        self.rounds = 0
+        self.next_seed = 1
+        self.compaction_seconds = 0.005
+        self.counts = collections.Counter()
+        self.failures = []
+
+    def run(self, kills):
+        """Do ``kills`` rounds; stop at the first failure. Returns the failures.
+
+        The database is made first (kills during its creation are
+        tests/test_crash.py's).
+        """
+        db.open_with(self.kernel, self.path, "c").close()
+        for _ in range(kills):
+            self.round()
+            if self.failures:
+                break
+        return self.failures
+
+    def round(self):
+        """Start a writer, kill it, check the database, write after the recovery."""
+        self.rounds += 1
+        log_path = os.path.join(self.work, "log")
+        stderr_path = os.path.join(self.work, "stderr")
+        if os.path.exists(log_path):
+            os.remove(log_path)
+        aim = self.rng.random() < 0.25
+        first_seed = self.next_seed
+        self.next_seed += 1_000_000
+        with open(stderr_path, "wb") as stderr:
+            child = subprocess.Popen(
+                [
+                    sys.executable, os.path.abspath(__file__), "writer", self.path, log_path,
+                    self.kernel_name, str(self.buffer_size), str(self.rng.getrandbits(32)),
+                    str(first_seed), str(int(aim)),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        try:
+            self.wait_and_kill(child, aim)
+        finally:
+            child.kill()
+            child.wait()
+            child.stdout.close()
+        with open(stderr_path, "rb") as handle:
+            errors = handle.read().decode(errors="replace")
+        if child.returncode != -signal.SIGKILL:
+            self.fail("the writer exited with %s before the kill: %s" % (child.returncode, errors))
+            return
+        with open(log_path, "ab+") as handle:
+            handle.seek(0)
+            log = Log(handle.read().decode("ascii"))
+        self.counts["kills"] += 1
+        self.counts["kills during " + log.phase] += 1
+        self.counts["operations logged"] += len(log.operations)
+        if log.compaction_seconds:
+            self.compaction_seconds = max(log.compaction_seconds)
+        if os.path.exists(os.path.join(self.path, COMPACT_NAME)):
+            self.counts["compaction files left"] += 1
+        self.check(log)
+
+    def wait_and_kill(self, child, aim):
+        """Kill ``child`` at a random moment: during startup, anywhere, or in a compaction."""
+        roll = self.rng.random()
+        if roll < 0.1:
+            time.sleep(self.rng.uniform(0, 0.15))
+        elif child.stdout.readline() == b"ready\n":
+            if aim and child.stdout.readline() == b"compacting\n":
+                time.sleep(self.rng.uniform(0, 1.5 * self.compaction_seconds))
+            else:
+                time.sleep(self.rng.uniform(0, 0.12))
+        child.send_signal(signal.SIGKILL)
+
+    def check(self, log):
+        """Check the database against the log, then write after the recovery and check again."""
+        low = log.durable
+        if self.buffer_size == 0:
+            # Every operation before the last logged one returned: it is in the file.
+            low = max(low, len(log.operations) - (1 if log.phase == "write" else 0))
+        try:
+            recovered, caught = read_all(self.kernel, self.path)
+        except Exception as exc:  # noqa: BLE001 - any failure to open is what we look for
+            self.fail("the database does not open after the kill: %r" % exc)
+            return
+        if any(not issubclass(w.category, semidbm.TornTailWarning) for w in caught):
+            self.fail("unexpected warnings: %s" % [str(w.message) for w in caught])
+            return
+        if caught:
+            self.counts["torn tails"] += 1
+        prefixes = matching_prefixes(self.model, log.operations, recovered, low)
+        if not prefixes:
+            self.fail(describe_mismatch(self.model, log.operations, recovered, low))
+            return
+        self.counts["operations lost (unsynced, as allowed)"] += len(log.operations) - prefixes[-1]
+        self.model = recovered
+        self.write_after_recovery()
+
+    def write_after_recovery(self):
+        """Open for writing (cutting any torn tail), write, close; the next open must see it."""
+        expected = dict(self.model)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", semidbm.TornTailWarning)
+                database = db.open_with(self.kernel, self.path, "w", buffer_size=self.buffer_size)
+                with database:
+                    for _ in range(3):
+                        key = b"k%d" % self.rng.randrange(KEYSPACE)
+                        value = value_of(self.next_seed, self.rng.randrange(50))
+                        self.next_seed += 1
+                        database[key] = expected[key] = value
+                    key = b"k%d" % self.rng.randrange(KEYSPACE)
+                    if key in database:
+                        del database[key]
+                        del expected[key]
+            reopened, caught = read_all(self.kernel, self.path)
+        except Exception as exc:  # noqa: BLE001
+            self.fail("writing after the recovery failed: %r" % exc)
+            return
+        if caught or reopened != expected:
+            self.fail("writes after the recovery did not survive the reopen (warnings %s)" % caught)
+            return
+        self.model = reopened
+
+    def fail(self, message):
+        self.failures.append("round %d (%s, buffer_size=%d): %s" % (
+            self.rounds, self.kernel_name, self.buffer_size, message))
+
+    def close(self):
+        for name in os.listdir(self.work):
+            os.remove(os.path.join(self.work, name))
+        os.rmdir(self.work)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kills", type=int, default=1000, help="kills per configuration")
+    parser.add_argument("--kernel", choices=["cython", "python"], action="append")
+    parser.add_argument("--buffer-size", type=int, action="append",
+                        help="buffer sizes to run (default: 0 and the default buffer)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the database directories")
+    options = parser.parse_args(argv)
+    failed = False
+    for kernel_name in options.kernel or ["cython", "python"]:
+        for buffer_size in options.buffer_size or [0, DEFAULT_BUFFER_SIZE]:
+            place = tempfile.mkdtemp(prefix="semidbm-crash-db-")
+            harness = Harness(os.path.join(place, "db"), kernel_name, buffer_size, options.seed)
+            started = time.perf_counter()
+            try:
+                failures = harness.run(options.kills)
+            finally:
+                harness.close()
+            print("%s, buffer_size=%d: %d rounds in %.0f s" % (
+                kernel_name, buffer_size, harness.rounds, time.perf_counter() - started))
+            for name, count in sorted(harness.counts.items()):
+                print("    %s: %d" % (name, count))
+            for failure in failures:
+                print("    FAILURE: " + failure)
+                failed = True
+            if options.keep or failures:
+                print("    database kept in " + place)
+            else:
+                subprocess.run(["rm", "-rf", place], check=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["writer"]:
+        path, log_path, kernel_name, buffer_size, seed, first_seed, aim = sys.argv[2:]
+        writer(path, log_path, kernel_name, int(buffer_size), int(seed), int(first_seed),
+               aim == "1")
+    else:
+        sys.exit(main())

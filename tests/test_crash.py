@@ -1,0 +1,193 @@
+"""Writers killed with SIGKILL: at random moments (tests/harness/crash.py) and at chosen steps.
+
+The chosen steps include the three ways semidbm 0.5.1 lost a database:
+a torn write followed by new writes made it unopenable, a kill during
+compaction brought deleted keys back, and deleting a missing key made it
+unopenable.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import semidbm
+from semidbm import db
+from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE, HEADER
+
+from .conftest import kernel_name
+from .harness import crash
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
+
+#: Kills per configuration in the suite; the documented long run does thousands.
+KILLS = {"cython": 200, "python": 60}
+
+
+@posix_only
+@pytest.mark.parametrize("buffer_size", [0, DEFAULT_BUFFER_SIZE], ids=["unbuffered", "buffered"])
+def test_writer_killed_at_random_moments(kernel, tmp_path, buffer_size):
+    name = kernel_name(kernel)
+    harness = crash.Harness(tmp_path / "db", name, buffer_size, seed=buffer_size + len(name))
+    try:
+        failures = harness.run(KILLS[name])
+    finally:
+        harness.close()
+    assert failures == []
+    assert harness.counts["kills"] == KILLS[name]
+    # The kills reached every phase, compactions included.
+    for phase in ("open", "write", "sync", "compact"):
+        assert harness.counts["kills during " + phase] > 0, (phase, harness.counts)
+
+
+def test_log_of_a_killed_writer_drops_a_cut_line():
+    log = crash.Log("ready\nset k1 5 3\nsynced\ndel k1\nset k2 6 4\ncomp")
+    assert log.operations == [(b"k1", b"5.5"), (b"k1", None), (b"k2", b"6.6.")]
+    assert log.durable == 1
+    assert log.phase == "write"
+
+
+def test_prefixes_that_match_a_recovered_state():
+    operations = [(b"a", b"1"), (b"b", b"2"), (b"a", None), (b"b", b"2")]
+    assert crash.matching_prefixes({}, operations, {b"a": b"1", b"b": b"2"}, 0) == [2]
+    assert crash.matching_prefixes({}, operations, {b"b": b"2"}, 0) == [3, 4]
+    assert crash.matching_prefixes({}, operations, {b"b": b"2"}, 4) == [4]
+    assert crash.matching_prefixes({}, operations, {b"a": b"2"}, 0) == []
+    assert "never written" in crash.describe_mismatch({}, operations, {b"a": b"2"}, 0)
+
+
+# --- kills at chosen steps, in a child that kills itself there ---
+
+CHILD = """
+import os, signal, sys, warnings
+import semidbm
+from semidbm import _files, _kernel, db
+
+kernel = _kernel.load(sys.argv[1])
+path = sys.argv[2]
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def run_child(kernel, path, script):
+    """Run ``script`` after CHILD in a new interpreter; it must die by SIGKILL."""
+    result = subprocess.run(
+        [sys.executable, "-c", CHILD + textwrap.dedent(script), kernel_name(kernel), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+
+
+def contents(kernel, path, flag="r"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", semidbm.TornTailWarning)
+        with db.open_with(kernel, path, flag) as database:
+            return dict(database.items())
+
+
+@posix_only
+@pytest.mark.parametrize("step", ["copying", "before-fsync", "before-rename", "after-rename"])
+def test_kill_during_compaction_never_brings_deleted_keys_back(kernel, dbpath, step):
+    """semidbm 0.5.1 reused a compaction left by a crash and revived deleted keys."""
+    trap = {
+        "copying": "_files.write_all = die",  # the header of the new file
+        "before-fsync": "os.fsync = die",
+        "before-rename": "os.replace = die",
+        "after-rename": "_files.fsync_directory = die",
+    }[step]
+    run_child(
+        kernel,
+        dbpath,
+        """
+        with db.open_with(kernel, path, "c") as database:
+            for i in range(200):
+                database[b"k%d" % i] = b"v%d" % i
+            for i in range(0, 200, 2):
+                del database[b"k%d" % i]
+            database.sync()
+            database[b"k1"] = b"updated"
+            del database[b"k3"]
+            database.sync()
+            {trap}
+            database.compact()
+        """.format(trap=trap),
+    )
+    expected = {b"k%d" % i: b"v%d" % i for i in range(5, 200, 2)}
+    expected[b"k1"] = b"updated"
+    assert contents(kernel, dbpath) == expected
+    assert contents(kernel, dbpath, "w") == expected
+    assert not (dbpath / COMPACT_NAME).exists(), "the writer removes the leftover"
+    assert contents(kernel, dbpath) == expected
+
+
+@posix_only
+@pytest.mark.parametrize("buffer_size", [0, DEFAULT_BUFFER_SIZE])
+def test_kill_after_deleting_a_missing_key(kernel, dbpath, buffer_size):
+    """semidbm 0.5.1 logged a delete of a missing key and then could not open its file."""
+    run_child(
+        kernel,
+        dbpath,
+        """
+        database = db.open_with(kernel, path, "c", buffer_size=%d)
+        database[b"a"] = b"1"
+        database.sync()
+        try:
+            del database[b"missing"]
+        except KeyError:
+            pass
+        database[b"b"] = b"2"
+        database.sync()
+        die()
+        """ % buffer_size,
+    )
+    assert (dbpath / "data").read_bytes().count(b"missing") == 0
+    assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
+
+
+def test_torn_write_followed_by_new_writes(kernel, dbpath):
+    """semidbm 0.5.1 appended after a torn record and could not open the file again."""
+    with db.open_with(kernel, dbpath, "n", buffer_size=0) as database:
+        database[b"a"] = b"1"
+        database[b"b"] = b"22"
+        del database[b"a"]
+    intact = (dbpath / "data").read_bytes()
+    with db.open_with(kernel, dbpath, "w", buffer_size=0) as database:
+        database[b"last"] = b"value"
+    whole = (dbpath / "data").read_bytes()
+    for cut in range(len(intact) + 1, len(whole)):
+        (dbpath / "data").write_bytes(whole[:cut])
+        for name in os.listdir(dbpath):
+            if name.startswith("data.torn-"):
+                os.remove(dbpath / name)
+        with pytest.warns(semidbm.TornTailWarning):
+            database = db.open_with(kernel, dbpath, "w", buffer_size=0)
+        with database:
+            database[b"c"] = b"333"
+            database[b"b"] = b"new"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert contents(kernel, dbpath) == {b"b": b"new", b"c": b"333"}
+
+
+@posix_only
+@pytest.mark.parametrize("step", ["after-mkdir", "before-rename", "after-rename"])
+def test_kill_while_creating_a_database(kernel, dbpath, step):
+    trap = {
+        "after-mkdir": "_files.fsync_directory = die",
+        "before-rename": "os.replace = die",
+        "after-rename": "replace = os.replace\nos.replace = lambda *a: (replace(*a), die())",
+    }[step]
+    run_child(kernel, dbpath, trap + '\ndb.open_with(kernel, path, "c")\n')
+    with db.open_with(kernel, dbpath, "c") as database:
+        database[b"a"] = b"1"
+    assert contents(kernel, dbpath) == {b"a": b"1"}
+    assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+    assert (dbpath / "data").read_bytes()[: len(HEADER)] == HEADER

@@ -1,0 +1,37 @@
+"""Stress (tests/harness/stress.py): one writer with reader threads, reader processes.
+
+A short run per kernel; ``python -m tests.harness.stress --seconds N``
+runs longer (docs/RELIABILITY.md).
+"""
+
+import pytest
+
+from .conftest import kernel_name
+from .harness import stress
+
+SECONDS = {"cython": 30, "python": 15}
+
+
+def test_writer_and_readers_agree_with_the_model(kernel, tmp_path):
+    name = kernel_name(kernel)
+    counts, errors = stress.run(tmp_path / "db", name, SECONDS[name], readers=2)
+    assert errors == []
+    for what in ("sets", "deletes", "syncs", "compactions", "refreshes", "reads",
+                 "reads in writer threads", "reads in reader threads", "syncs from another thread"):
+        assert counts[what] > 0, (what, counts)
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (b"k1|5", "malformed"),
+        (b"k2|5|" + b"x" * (5 * 7919 % 300), "never written"),
+        (b"k1|5|", "never written"),
+        (stress.value_of(b"k1", 3), "went back"),
+    ],
+)
+def test_checker_catches_bad_reads(value, problem):
+    checker = stress.Checker()
+    checker.check(b"k1", stress.value_of(b"k1", 4))
+    checker.check(b"k1", value)
+    assert len(checker.errors) == 1 and problem in checker.errors[0], checker.errors
