@@ -530,16 +530,16 @@ cdef class Store:
     # --- checks and errors ---
 
     cdef int check_open(self) except -1:
-        """Wait out a busy spell, then raise if closed.
+        """Wait out busy spells, then raise if closed.
 
-        Still busy once the guard is ours means this thread is the one
-        compacting: a progress callback is using the database.
+        Busy while this thread holds the guard means this thread is the
+        one compacting: a progress callback is using the database.
         """
-        if self.busy:
+        while self.busy:
+            if self.guard._is_owned():
+                raise DBMError(COMPACTING % self.path)
             with self.guard:
                 pass
-            if self.busy:
-                raise DBMError(COMPACTING % self.path)
         if self.fd < 0:
             raise DBMError("semidbm database %s is closed" % self.path)
         return 0
