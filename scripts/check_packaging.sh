@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The packaging check: build the distributions as users get them and test
+# each one installed in a fresh virtual environment. .ci/run runs it; it
+# takes about six minutes on two cores. Everything happens in a temporary
+# directory (removed at the end); the source tree is only read.
+#
+#  1. the pinned tools (scripts/packaging-requirements.txt) in their own venv;
+#  2. `python -m build` on a copy of the sources: an sdist, and a wheel
+#     built from that sdist; `twine check --strict` on both;
+#  3. `auditwheel show`, then `auditwheel repair`: the wheel must get a
+#     manylinux tag;
+#  4. that wheel in a fresh venv: the whole suite with the compiled kernel
+#     (scripts/test_installed.py), `mypy --strict` on examples/typed_usage.py
+#     (and on code with type errors, which must fail), stubtest on the stubs,
+#     and the example run;
+#  5. the sdist in another fresh venv, without Cython installed there: it
+#     builds (pip fetches Cython for the build only) and passes the suite;
+#  6. the sdist built with SEMIDBM_NO_EXTENSIONS=1: a py3-none-any wheel,
+#     installed in a third venv, passing the suite on the pure-Python kernel;
+#  7. the cibuildwheel build identifiers for each platform and workflow job
+#     (scripts/check_build_identifiers.py), and the workflow file against
+#     the GitHub workflow schema.
+#
+# Needs Debian's python3 with venv and headers (scripts/setup.sh installs
+# them) and PyPI. Set SEMIDBM_PACKAGING_KEEP=1 to keep the temporary directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+project="$PWD"
+python=/usr/bin/python3
+started=$SECONDS
+
+work="$(mktemp -d -t semidbm-packaging.XXXXXX)"
+# Open to all: a test runs the installed semidbm as an unprivileged user.
+chmod 755 "$work"
+cleanup() {
+    if [ "${SEMIDBM_PACKAGING_KEEP:-}" = 1 ]; then
+        echo "packaging: kept $work"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+
+step() { printf '\n=== packaging [%ds]: %s\n' "$((SECONDS - started))" "$*"; }
+fail() { echo "packaging: FAILED: $*" >&2; exit 1; }
+# The variables that would change what is built or tested must come from here only.
+unset SEMIDBM_NO_EXTENSIONS SEMIDBM_PURE_PYTHON SEMIDBM_V051_PYTHON PYTHONPATH
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+step "tools"
+"$python" -m venv "$work/tools"
+tools="$work/tools/bin"
+"$tools/python" -m pip install -q -r scripts/packaging-requirements.txt
+
+step "build an sdist and a wheel from a copy of the sources"
+mkdir "$work/source"
+git ls-files -z --cached --others --exclude-standard \
+    | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' \
+    | tar -c --null -T - -f - | tar -x -C "$work/source" -f -
+"$tools/python" -m build --outdir "$work/dist" "$work/source" > "$work/build.log" 2>&1 \
+    || { tail -50 "$work/build.log"; fail "python -m build"; }
+sdist="$(echo "$work"/dist/semidbm-*.tar.gz)"
+wheel="$(echo "$work"/dist/semidbm-*.whl)"
+[ -f "$sdist" ] && [ -f "$wheel" ] || fail "build made no sdist or no wheel: $(ls "$work/dist")"
+echo "built $(basename "$sdist") and $(basename "$wheel")"
+tar -tzf "$sdist" > "$work/sdist-files.txt"
+"$tools/python" -m zipfile -l "$wheel" > "$work/wheel-files.txt"
+grep -q '/src/semidbm/_core.pyx$' "$work/sdist-files.txt" || fail "the sdist lacks _core.pyx"
+grep -q '/tests/fixtures/v051/' "$work/sdist-files.txt" || fail "the sdist lacks the test fixtures"
+if grep -q '/src/semidbm/_core.c$' "$work/sdist-files.txt"; then fail "the sdist holds the generated _core.c"; fi
+for name in py.typed __init__.pyi _core.pyi; do
+    grep -q "semidbm/$name " "$work/wheel-files.txt" || fail "the wheel lacks $name"
+done
+"$tools/twine" check --strict "$sdist" "$wheel"
+
+step "auditwheel"
+"$tools/auditwheel" show "$wheel"
+PATH="$tools:$PATH" "$tools/auditwheel" repair --wheel-dir "$work/wheelhouse" "$wheel"
+repaired="$(echo "$work"/wheelhouse/semidbm-*.whl)"
+[ -f "$repaired" ] || fail "auditwheel repair made no wheel"
+case "$(basename "$repaired")" in
+    *-manylinux_*.whl | *.manylinux_*.whl) echo "manylinux wheel: $(basename "$repaired")" ;;
+    *) fail "the repaired wheel has no manylinux tag: $(basename "$repaired")" ;;
+esac
+"$tools/twine" check --strict "$repaired"
+
+# A fresh venv with semidbm installed from $2 (pip arguments follow).
+fresh_venv() {
+    local place="$1"
+    shift
+    "$python" -m venv "$place"
+    "$place/bin/python" -m pip install -q "$@"
+}
+
+step "the wheel in a fresh venv: the suite with the compiled kernel"
+fresh_venv "$work/wheel-venv" "$repaired[test]"
+(cd "$work" && "$work/wheel-venv/bin/python" "$project/scripts/test_installed.py" -q)
+
+step "the wheel: types (mypy --strict, stubtest) and the typed example"
+"$work/wheel-venv/bin/python" -m pip install -q "$(grep '^mypy==' scripts/packaging-requirements.txt)"
+(
+    mkdir "$work/typing"
+    cd "$work/typing"
+    wheel_python="$work/wheel-venv/bin/python"
+    "$wheel_python" -m mypy --strict --no-incremental "$project/examples/typed_usage.py"
+    "$wheel_python" -m mypy.stubtest --allowlist "$project/scripts/stubtest-allowlist.txt" semidbm
+    # Misuse must be caught: each of these lines is one error.
+    if "$wheel_python" -m mypy --strict --no-incremental -c '
+import semidbm
+semidbm.open(1.5)
+semidbm.open("p", "x")
+db = semidbm.open("p", "c")
+count: int = db[b"k"]
+db[b"k"] = 5
+db.keys().mapping
+' > "$work/mypy-errors.txt" 2>&1; then
+        fail "mypy accepted code with type errors"
+    fi
+    grep -q '^Found 5 errors' "$work/mypy-errors.txt" || { cat "$work/mypy-errors.txt"; fail "mypy found other errors than the five expected"; }
+    "$wheel_python" "$project/examples/typed_usage.py"
+)
+
+step "the sdist in a fresh venv without Cython: it builds and passes the suite"
+fresh_venv "$work/sdist-venv" --no-cache-dir "$sdist[test]"
+if "$work/sdist-venv/bin/python" -c 'import Cython' 2> /dev/null; then
+    fail "Cython is installed in the sdist venv"
+fi
+(cd "$work" && "$work/sdist-venv/bin/python" "$project/scripts/test_installed.py" -q)
+
+step "SEMIDBM_NO_EXTENSIONS=1: a pure-Python wheel from the sdist, and the suite on it"
+SEMIDBM_NO_EXTENSIONS=1 "$tools/python" -m pip wheel -q --no-deps --no-cache-dir \
+    --wheel-dir "$work/pure" "$sdist"
+pure="$(echo "$work"/pure/semidbm-*.whl)"
+case "$(basename "$pure")" in
+    *-py3-none-any.whl) echo "pure wheel: $(basename "$pure")" ;;
+    *) fail "SEMIDBM_NO_EXTENSIONS=1 did not give a pure wheel: $(basename "$pure")" ;;
+esac
+fresh_venv "$work/pure-venv" "$pure[test]"
+(cd "$work" && SEMIDBM_NO_EXTENSIONS=1 "$work/pure-venv/bin/python" "$project/scripts/test_installed.py" -q)
+
+step "cibuildwheel build identifiers and the workflow file"
+"$tools/python" scripts/check_build_identifiers.py
+"$tools/check-jsonschema" --builtin-schema vendor.github-workflows .github/workflows/*.yml
+
+step "done: all packaging checks passed in $((SECONDS - started)) s"
