@@ -54,9 +54,15 @@ tools="$work/tools/bin"
 
 step "build an sdist and a wheel from a copy of the sources"
 mkdir "$work/source"
-git ls-files -z --cached --others --exclude-standard \
-    | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' \
-    | tar -c --null -T - -f - | tar -x -C "$work/source" -f -
+if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+    # Tracked and new files, as they are now (deleted ones left out).
+    git ls-files -z --cached --others --exclude-standard \
+        | while IFS= read -r -d '' name; do [ ! -e "$name" ] || printf '%s\0' "$name"; done \
+        | tar -c --null -T - -f - | tar -x -C "$work/source" -f -
+else
+    tar -c --exclude='./.venv*' --exclude='./build' --exclude='./dist' --exclude='*.egg-info' \
+        --exclude='*.so' --exclude='./src/semidbm/_core.c' -f - . | tar -x -C "$work/source" -f -
+fi
 "$tools/python" -m build --outdir "$work/dist" "$work/source" > "$work/build.log" 2>&1 \
     || { tail -50 "$work/build.log"; fail "python -m build"; }
 sdist="$(echo "$work"/dist/semidbm-*.tar.gz)"
