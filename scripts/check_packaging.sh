@@ -18,6 +18,7 @@
 #     builds (pip fetches Cython for the build only) and passes the suite;
 #  6. the sdist built with SEMIDBM_NO_EXTENSIONS=1: a py3-none-any wheel,
 #     installed in a third venv, passing the suite on the pure-Python kernel;
+#     and built with a failing C compiler: an error that names the variable;
 #  7. the cibuildwheel build identifiers for each platform and workflow job
 #     (scripts/check_build_identifiers.py), and the workflow file against
 #     the GitHub workflow schema.
@@ -137,6 +138,14 @@ pure_suite() {
 build_pure() {
     SEMIDBM_NO_EXTENSIONS=1 "$tools/python" -m pip wheel -q --no-deps --no-cache-dir \
         --wheel-dir "$work/pure" "$sdist"
+    # Without it, a compiler that fails stops the install and names the variable.
+    if CC=false "$tools/python" -m pip wheel -q --no-deps --no-cache-dir \
+        --wheel-dir "$work/no-compiler" "$sdist" > "$work/no-compiler.log" 2>&1; then
+        fail "the sdist installed although the C compiler failed"
+    fi
+    grep -q "or set SEMIDBM_NO_EXTENSIONS=1" "$work/no-compiler.log" \
+        || { tail -30 "$work/no-compiler.log"; fail "a failed compile does not name SEMIDBM_NO_EXTENSIONS"; }
+    echo "a failed compile says: set SEMIDBM_NO_EXTENSIONS=1"
 }
 
 step "the sdist installed (in the background); the wheel in a fresh venv: the suite"
