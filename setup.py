@@ -1,10 +1,43 @@
-"""Build configuration for the compiled kernel; the metadata lives in setup.cfg."""
+"""Build configuration for the compiled kernel; the metadata lives in setup.cfg.
 
-from Cython.Build import cythonize
+Setting the environment variable ``SEMIDBM_NO_EXTENSIONS=1`` at build
+time skips the compiled kernel: the package is then pure Python (a
+``py3-none-any`` wheel) and runs on the pure-Python kernel. Without it,
+a failed compilation is an error that says how to skip it.
+"""
+
+import os
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-setup(
-    ext_modules=cythonize(
+
+def extensions_wanted():
+    """False when ``SEMIDBM_NO_EXTENSIONS`` is set to anything but empty or ``0``."""
+    return os.environ.get("SEMIDBM_NO_EXTENSIONS", "") in ("", "0")
+
+
+class BuildExtension(build_ext):
+    """``build_ext`` that names the way out when the C compiler fails."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:
+            raise RuntimeError(
+                "semidbm: building the compiled kernel failed (%s). Install a C "
+                "compiler and the Python headers, or set SEMIDBM_NO_EXTENSIONS=1 "
+                "to install the pure-Python kernel only." % exc
+            ) from exc
+
+
+def compiled_kernel():
+    """The extension module list: the Cython kernel, or nothing if it is skipped."""
+    if not extensions_wanted():
+        return []
+    from Cython.Build import cythonize
+
+    return cythonize(
         [
             Extension(
                 "semidbm._core",
@@ -14,4 +47,6 @@ setup(
         ],
         compiler_directives={"language_level": 3},
     )
-)
+
+
+setup(ext_modules=compiled_kernel(), cmdclass={"build_ext": BuildExtension})

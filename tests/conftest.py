@@ -3,16 +3,32 @@
 A test that takes ``dbopen`` is collected once per implementation, with
 the implementation's name in its id (``test_x[python]``,
 ``test_x[cython]``), so the report shows which kernel each run used.
+
+The suite requires the compiled kernel, and fails without it, unless
+the environment variable ``SEMIDBM_NO_EXTENSIONS`` is set (non-empty,
+not ``0``): the same variable that makes the build skip the extension.
+It then tests such an install: the pure-Python kernel only, with the
+compiled one required to be absent.
 """
 
 import functools
+import os
 
 import pytest
 
 from semidbm import _kernel, db
 
+#: True when testing an install built without the compiled kernel.
+NO_EXTENSIONS = os.environ.get("SEMIDBM_NO_EXTENSIONS", "") not in ("", "0")
+
 #: The kernels every test runs against.
-IMPLEMENTATIONS = ["python", "cython"]
+IMPLEMENTATIONS = ["python"] if NO_EXTENSIONS else ["python", "cython"]
+
+#: Marks a test that needs the compiled kernel: skipped only when testing
+#: an install built without it.
+compiled_only = pytest.mark.skipif(
+    NO_EXTENSIONS, reason="needs the compiled kernel; SEMIDBM_NO_EXTENSIONS says it was not built"
+)
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)

@@ -22,6 +22,10 @@ from semidbm import _lock
 from .conftest import kernel_name
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="fork and signals are POSIX")
+#: Windows refuses to replace a file another process has open (README "Windows").
+swap_under_readers = pytest.mark.skipif(
+    os.name == "nt", reason="Windows cannot compact while a reader has the file open"
+)
 
 
 def environment(kernel):
@@ -175,6 +179,7 @@ def test_a_killed_writer_releases_the_lock_and_keeps_what_it_synced(kernel, dbop
         assert dict(database.items()) == {b"synced": b"1", b"after": b"3"}
 
 
+@swap_under_readers
 def test_reader_sees_what_was_flushed_and_refresh_brings_the_rest(kernel, dbopen, dbpath):
     child = Child(kernel, dbpath)
     try:
@@ -228,6 +233,32 @@ def test_refresh_over_a_corrupt_record_raises_and_closes_the_reader(dbopen, dbpa
     assert reader.closed
     with pytest.raises(semidbm.error, match="closed"):
         reader[b"a"]
+def test_compaction_while_a_reader_is_open(dbopen, dbpath):
+    writer = dbopen(dbpath, "c")
+    writer[b"a"] = b"1"
+    writer[b"a"] = b"2"
+    writer.sync()
+    reader = dbopen(dbpath, "r")
+    if os.name == "nt":
+        # Refused, and nothing changes; it works once the reader is gone.
+        with pytest.raises(semidbm.error, match="cannot compact"):
+            writer.compact()
+        assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+        assert dict(reader.items()) == dict(writer.items()) == {b"a": b"2"}
+        reader.close()
+        writer.compact()
+    else:
+        # The reader keeps the old file until it refreshes.
+        writer.compact()
+        assert dict(reader.items()) == {b"a": b"2"}
+        writer[b"b"] = b"3"
+        writer.sync()
+        reader.refresh()
+        assert dict(reader.items()) == {b"a": b"2", b"b": b"3"}
+        reader.close()
+    writer.close()
+    with dbopen(dbpath) as database:
+        assert database[b"a"] == b"2"
 
 
 def test_refresh_on_a_writer_does_nothing(dbopen, dbpath):

@@ -10,7 +10,7 @@ import pytest
 import semidbm
 from semidbm import db
 
-from .conftest import kernel_name
+from .conftest import NO_EXTENSIONS, kernel_name
 
 
 def implementation_in_subprocess(**environment):
@@ -33,8 +33,16 @@ def test_environment_variable_forces_pure_python(value):
 
 @pytest.mark.parametrize("value", ["", "0"])
 def test_compiled_core_is_built_and_used(value):
-    assert importlib.util.find_spec("semidbm._core") is not None, "the extension was not built"
-    assert implementation_in_subprocess(SEMIDBM_PURE_PYTHON=value) == "cython"
+    compiled = importlib.util.find_spec("semidbm._core") is not None
+    if NO_EXTENSIONS:
+        assert not compiled, "SEMIDBM_NO_EXTENSIONS is set, yet the compiled kernel is installed"
+        assert implementation_in_subprocess(SEMIDBM_PURE_PYTHON=value) == "python"
+    else:
+        assert compiled, (
+            "the extension was not built (to test an install without it, "
+            "set SEMIDBM_NO_EXTENSIONS=1)"
+        )
+        assert implementation_in_subprocess(SEMIDBM_PURE_PYTHON=value) == "cython"
 
 
 def test_open_uses_the_named_implementation(tmp_path):

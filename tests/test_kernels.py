@@ -23,7 +23,9 @@ import semidbm
 from semidbm import _kernel, db
 from semidbm.format import HEADER
 
-KERNELS = {name: _kernel.load(name) for name in ("python", "cython")}
+from .conftest import IMPLEMENTATIONS, compiled_only
+
+KERNELS = {name: _kernel.load(name) for name in IMPLEMENTATIONS}
 
 keys = st.one_of(st.sampled_from([b"", b"a", b"key", "ключ", b"\x00\xff"]), st.binary(max_size=10))
 values = st.one_of(st.binary(max_size=200), st.text(max_size=20))
@@ -88,6 +90,7 @@ def replay(kernel, path, steps, buffer_size):
     return answers
 
 
+@compiled_only
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=operations, buffer_size=st.sampled_from([0, 1, 50, 4096, 1 << 20]))
 def test_same_operations_write_the_same_bytes(steps, buffer_size):
@@ -159,6 +162,7 @@ def outcome(kernel, path, recover, buffer_size):
     return ("opened", [str(w.message) for w in caught], items)
 
 
+@compiled_only
 @settings(max_examples=400, deadline=None)
 @given(
     changes=st.lists(mutations, min_size=1, max_size=4),
@@ -178,6 +182,7 @@ def test_hostile_files_give_the_same_answer_from_both_kernels(changes, recover, 
         shutil.rmtree(place)
 
 
+@compiled_only
 @pytest.mark.parametrize("seed", range(3))
 def test_random_garbage_after_the_header_is_load_error_or_opens(seed, tmp_path):
     rng = random.Random(seed)
@@ -192,6 +197,7 @@ def test_random_garbage_after_the_header_is_load_error_or_opens(seed, tmp_path):
         assert results["python"][0] in ("opened", "load error")
 
 
+@compiled_only
 def test_compiled_item_access_is_the_kernels_c_slots():
     core = KERNELS["cython"]
     database_class = db.database_class(core)
@@ -245,6 +251,7 @@ print((anonymous_resident() - before) / count)
 """
 
 
+@compiled_only
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.parametrize("key_size", [16, 64])
 def test_compiled_index_takes_at_most_32_bytes_per_key(tmp_path, key_size):

@@ -47,13 +47,26 @@ else:  # Windows has no pread; nothing else moves this descriptor's offset.
 
 
 def read_exactly(fd, size, offset, path):
-    """Read exactly ``size`` bytes at ``offset``; a short read means the file shrank."""
+    """Read exactly ``size`` bytes at ``offset``; only the end of the file stops it short.
+
+    One read may return less than asked without being at the end (Linux
+    moves at most about 2 GiB per call, Windows at most 2**31 - 1 bytes),
+    so short reads are continued.
+    """
     data = read_at(fd, size, offset)
-    if len(data) != size:
-        raise DBMError(
-            "%s: expected %d bytes at offset %d, the file ended after %d"
-            % (path, size, offset, len(data))
-        )
+    if len(data) < size:
+        parts = [data]
+        done = len(data)
+        while done < size:
+            part = read_at(fd, size - done, offset + done)
+            if not part:
+                raise DBMError(
+                    "%s: expected %d bytes at offset %d, the file ended after %d"
+                    % (path, size, offset, done)
+                )
+            parts.append(part)
+            done += len(part)
+        data = b"".join(parts)
     return data
 
 
@@ -250,8 +263,10 @@ def write_compacted(data_path, fd, write_records):
 def install_compacted(temporary, data_path):
     """Rename the compacted copy over the data file, then flush the directory.
 
-    The caller has closed the data file first (Windows cannot rename over
-    an open file). Returns ``(replaced, failure)``: whether the rename
+    The caller has closed the data file first: Windows cannot rename over
+    a file that is open, and so refuses while any other process (a
+    reader) has it open; the copy is then removed and the data file left
+    as it was. Returns ``(replaced, failure)``: whether the rename
     happened, and the DBMError to raise once the caller has reopened the
     data file, or None.
     """
@@ -261,5 +276,10 @@ def install_compacted(temporary, data_path):
         replaced = True
         fsync_directory(os.path.dirname(data_path))
     except OSError as exc:
+        if not replaced:
+            try:
+                os.remove(temporary)
+            except OSError:
+                pass
         return replaced, os_error(exc, "cannot compact %s" % data_path)
     return replaced, None

@@ -13,42 +13,57 @@ one byte, far past the process id, with ``msvcrt.locking``.
 
 import errno
 import os
+import sys
 
 from ._files import BINARY, os_error
 from .errors import DBMError
 from .format import LOCK_NAME
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
+#: The errors of a lock that another holds.
+_BUSY = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK, errno.EDEADLK)
+
+if sys.platform == "win32":
     import msvcrt
 
-#: Where the Windows lock byte lies: past any process id written at the start.
-_WINDOWS_LOCK_OFFSET = 1 << 20
+    #: Where the lock byte lies: past any process id written at the start,
+    #: since Windows locks keep other handles from reading locked bytes.
+    _WINDOWS_LOCK_OFFSET = 1 << 20
 
+    def _try_lock(fd, shared):
+        """Take the lock without waiting; False if another holds it.
 
-def _try_lock(fd, shared):
-    """Take the lock without waiting; False if another holds it."""
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        else:
-            os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        ``msvcrt.locking`` has no shared locks: a reader's probe takes
+        the byte for a moment, as a shared ``flock`` would keep a writer
+        out for that moment on POSIX.
+        """
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK, errno.EDEADLK):
-            return False
-        raise
-    return True
+        except OSError as exc:
+            if exc.errno in _BUSY:
+                return False
+            raise
+        return True
 
-
-def _unlock(fd):
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    else:
+    def _unlock(fd):
         os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _try_lock(fd, shared):
+        """Take the lock without waiting; False if another holds it."""
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in _BUSY:
+                return False
+            raise
+        return True
+
+    def _unlock(fd):
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def _holder(fd):

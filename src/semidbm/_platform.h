@@ -22,6 +22,9 @@
 #ifdef _WIN32
 
 #include <io.h>
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN /* keep the rest of the Windows API's macros out */
+#endif
 #include <windows.h>
 
 #define SEMIDBM_MAP_BEYOND_EOF 0

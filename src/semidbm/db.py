@@ -22,9 +22,9 @@ from .format import COMPACT_NAME, DATA_NAME, DEFAULT_BUFFER_SIZE, HEADER, LOCK_N
 implementation, _default_kernel = _kernel.choose()
 
 _FLAGS = ("r", "w", "c", "n")
-_classes = {}
+_classes: dict = {}
 #: Databases open for writing in this process (by id), closed at exit.
-_open_writers = weakref.WeakValueDictionary()
+_open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 @atexit.register

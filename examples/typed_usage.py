@@ -1,0 +1,72 @@
+"""The public API under a type checker: ``mypy --strict examples/typed_usage.py``.
+
+semidbm ships type information (``py.typed``, a stub for the package and
+one for the compiled kernel), so code like this is checked against the
+real signatures. ``scripts/check_packaging.sh`` runs mypy on it against
+the installed wheel, and runs it.
+"""
+
+import shelve
+import sys
+import tempfile
+from pathlib import Path
+
+import semidbm
+
+
+def count_words(path: Path, words: list[str]) -> dict[bytes, int]:
+    """Count ``words`` in the database at ``path``; return every count stored there."""
+    with semidbm.open(path, "c", buffer_size=64 * 1024) as db:
+        for word in words:
+            current = db.get(word, b"0")
+            db[word] = str(int(current) + 1)
+        db.sync()
+        return {key: int(value) for key, value in db.items()}
+
+
+def read_back(path: Path) -> list[bytes]:
+    """The keys of the database at ``path``, opened read-only with checksums on."""
+    try:
+        db = semidbm.open(path, verify_checksums=True)
+    except semidbm.DBMLoadError as exc:
+        print("not a readable semidbm file:", exc, file=sys.stderr)
+        return []
+    except semidbm.error as exc:
+        print("cannot open:", exc.errno, file=sys.stderr)
+        return []
+    try:
+        keys: list[bytes] = db.keys()
+        assert all(db[key] == db[bytearray(key)] for key in keys)
+        return sorted(keys)
+    finally:
+        db.close()
+
+
+def store_objects(path: Path) -> int:
+    """Use a semidbm database as a ``shelve`` backend."""
+    shelf: shelve.Shelf[dict[str, int]] = shelve.Shelf(semidbm.open(path, "n"))
+    try:
+        shelf["config"] = {"retries": 3}
+        return shelf["config"]["retries"]
+    finally:
+        shelf.close()
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as place:
+        words = Path(place) / "words.db"
+        counts = count_words(words, ["to", "be", "or", "not", "to", "be"])
+        assert counts == {b"to": 2, b"be": 2, b"or": 1, b"not": 1}, counts
+        assert read_back(words) == [b"be", b"not", b"or", b"to"]
+        assert read_back(Path(place) / "missing.db") == []
+        assert store_objects(Path(place) / "objects.db") == 3
+        with semidbm.open(words, "w") as db:
+            del db[memoryview(b"or")]
+            removed = db.pop("not", None)
+            db.compact()
+            print("semidbm %s (%s): %d keys, removed %r"
+                  % (semidbm.__version__, semidbm.implementation, len(db), removed))
+
+
+if __name__ == "__main__":
+    main()
