@@ -289,7 +289,7 @@ class Harness:
     def wait_and_kill(self, child, aim):
         """Kill ``child`` at a random moment: during startup, anywhere, or in a compaction."""
         roll = self.rng.random()
-        if roll < 0.1:
+        if roll < 0.15:
             time.sleep(self.rng.uniform(0, 0.15))
         elif child.stdout.readline() == b"ready\n":
             if aim and child.stdout.readline() == b"compacting\n":
