@@ -249,6 +249,7 @@ class Lmdb(Contender):
             return txn.get(key)
 
     def time_fill(self, path, items):
+        """Put ``items`` in one write transaction of a new environment, commit, close; time it."""
         env = self.open(path, "n")
         start = perf_counter()
         with env.begin(write=True) as txn:
@@ -258,6 +259,7 @@ class Lmdb(Contender):
         return perf_counter() - start
 
     def time_reads(self, env, keys):
+        """Get each of ``keys`` in one read transaction (begun untimed); return seconds taken."""
         with env.begin() as txn:
             start = perf_counter()
             for key in keys:
@@ -265,6 +267,7 @@ class Lmdb(Contender):
             return perf_counter() - start
 
     def time_deletes(self, path, keys):
+        """Delete ``keys`` in one write transaction, commit, close; return seconds taken."""
         env = self.open(path, "w")
         start = perf_counter()
         with env.begin(write=True) as txn:

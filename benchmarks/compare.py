@@ -43,6 +43,7 @@ index memory. Progress goes to stderr.
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -129,6 +130,25 @@ def run_worker(name, args, seed):
     return json.loads(done.stdout)
 
 
+def source_version():
+    """Return the repository's commit, and whether src/ has uncommitted changes.
+
+    compare.py notes it at the start and at the end of a run: the
+    workers import the source tree as it is when each one starts, so a
+    change in between (a commit, a rebuilt kernel) would mix versions.
+    """
+    def git(*arguments):
+        done = subprocess.run(["git", "-C", REPO, *arguments], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit is None:
+        return "unknown (not a git checkout)"
+    if git("status", "--porcelain", "--", "src"):
+        return commit + " with uncommitted changes in src/"
+    return commit
+
+
 def cpu_model():
     """Return the CPU model named in /proc/cpuinfo (or what platform knows)."""
     try:
@@ -162,14 +182,27 @@ def format_ops(value):
     return "{:,.0f}".format(value)
 
 
+def significant(value, digits=3):
+    """Format ``value`` to ``digits`` significant digits without an exponent.
+
+    E.g. ``0.000390``, ``1.20``, ``4610``: the reopen times and their
+    ratios span several orders of magnitude, and a fixed number of
+    decimals would print the small ones as zero.
+    """
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return "{:.{}f}".format(value, decimals)
+
+
 def format_seconds(value):
-    """Format seconds to the ten microseconds, e.g. ``0.01234``."""
-    return "{:.5f}".format(value)
+    """Format seconds to three significant digits, e.g. ``0.0123``."""
+    return significant(value)
 
 
 def format_ratio(value):
-    """Format a ratio of speeds, e.g. ``1.23x``."""
-    return "{:.2f}x".format(value)
+    """Format a ratio to three significant digits, e.g. ``1.23x`` or ``0.00180x``."""
+    return significant(value) + "x"
 
 
 def markdown_table(header, rows, numeric=True):
@@ -183,13 +216,22 @@ def markdown_table(header, rows, numeric=True):
     return "\n".join(lines)
 
 
-def report(args, runs, absent):
+def report(args, runs, absent, source_at_start):
     """Return the Markdown report.
 
     ``runs`` maps each contender that ran to its list of worker results,
     one per repetition; ``absent`` maps each other contender to the
-    reason it did not run.
+    reason it did not run; ``source_at_start`` is ``source_version()``
+    when the run began.
     """
+    source_at_end = source_version()
+    if source_at_end == source_at_start:
+        source = "- semidbm source: commit %s" % source_at_start
+    else:
+        source = (
+            "- semidbm source: **changed during the run**, from commit %s to %s: "
+            "the repetitions may have run different code" % (source_at_start, source_at_end)
+        )
     temporary = tempfile.gettempdir()
     lines = [
         "# Classic dbm benchmark: %s keys" % format_ops(args.keys),
@@ -197,6 +239,7 @@ def report(args, runs, absent):
         "- Command: `%s` (in `%s`)" % (shlex.join(sys.orig_argv), os.getcwd()),
         "- Date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "- Machine: %s, %d CPUs, %s" % (cpu_model(), os.cpu_count(), platform.platform()),
+        source,
         "- Databases in: %s (%s)" % (temporary, filesystem_type(temporary)),
         "- Parameters: %s keys of %d bytes, values of %d bytes; %d repetitions, "
         "contenders interleaved, each run a fresh process; the data set is the same "
@@ -364,6 +407,7 @@ def main():
         absent["dbm.dumb"] = "not run: slow above %s keys (--with-dumb runs it)" % format_ops(
             DUMB_KEY_LIMIT
         )
+    source_at_start = source_version()
     runs = {}
     for repetition in range(args.repeat):
         for name in CONTENDERS:
@@ -387,7 +431,7 @@ def main():
                 file=sys.stderr,
             )
 
-    text = report(args, runs, absent)
+    text = report(args, runs, absent, source_at_start)
     print(text)
     if args.out:
         with open(args.out, "w") as out:
