@@ -56,6 +56,8 @@ import subprocess
 import sys
 import tempfile
 
+from compare import cpu_model  # benchmarks/ is on sys.path when run as a script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_scale_worker.py")
 
@@ -92,18 +94,6 @@ def memory_total():
     except OSError:
         pass
     return None
-
-
-def cpu_model():
-    """Return the CPU model named in /proc/cpuinfo (or what platform knows)."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def number(value):
