@@ -52,6 +52,23 @@ def store_objects(path: Path) -> int:
         shelf.close()
 
 
+def safe_settings(path: Path) -> list[bytes]:
+    """A JSON shelf (safe to read from anyone), then a walk over its keys as dbm.gnu does it."""
+    with semidbm.open_shelf(path, "n", serializer="json") as shelf:
+        shelf["colours"] = ["red", "green"]
+        assert shelf["colours"] == ["red", "green"]
+    steps: list[tuple[int, int]] = []
+    walked: list[bytes] = []
+    with semidbm.open(path, "w") as db:
+        key = db.firstkey()
+        while key is not None:
+            walked.append(key)
+            key = db.nextkey(key)
+        db.compact(progress=lambda done, total: steps.append((done, total)))
+    assert steps and steps[-1][0] == steps[-1][1], steps
+    return walked
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as place:
         words = Path(place) / "words.db"
@@ -60,6 +77,7 @@ def main() -> None:
         assert read_back(words) == [b"be", b"not", b"or", b"to"]
         assert read_back(Path(place) / "missing.db") == []
         assert store_objects(Path(place) / "objects.db") == 3
+        assert safe_settings(Path(place) / "settings.db") == [b"colours"]
         with semidbm.open(words, "w") as db:
             del db[memoryview(b"or")]
             removed = db.pop("not", None)

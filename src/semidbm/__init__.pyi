@@ -6,8 +6,9 @@ exists only for type checkers. Keys and values may be given as str
 (stored as UTF-8) or any bytes-like object; they come back as bytes.
 """
 
-from collections.abc import Iterator, MutableMapping
-from typing import Literal, TypeVar, Union, overload
+import shelve
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any, Literal, Protocol, TypeVar, Union, overload
 
 from _typeshed import ReadableBuffer, StrOrBytesPath
 from typing_extensions import Self
@@ -19,9 +20,17 @@ from .errors import TornTailWarning as TornTailWarning
 
 _T = TypeVar("_T")
 _Data = Union[str, ReadableBuffer]
+_Flag = Literal["r", "w", "c", "n"]
+# Called during compact() with (bytes copied, bytes to copy).
+_Progress = Callable[[int, int], object]
+
+class _Serializer(Protocol):
+    def dumps(self, value: Any, /) -> bytes | str: ...
+    def loads(self, data: bytes, /) -> Any: ...
 
 __all__ = [
     "open",
+    "open_shelf",
     "error",
     "DBMError",
     "DBMLoadError",
@@ -68,18 +77,33 @@ class _Database(MutableMapping[bytes, bytes]):
     def pop(self, key: _Data, default: _T, /) -> bytes | _T: ...
     def clear(self) -> None: ...
     def sync(self) -> None: ...
-    def compact(self) -> None: ...
+    def compact(self, progress: _Progress | None = None) -> None: ...
     def refresh(self) -> None: ...
     def close(self, compact: bool = False) -> None: ...
+    # dbm.gnu's names: a walk over the keys, and compaction.
+    def firstkey(self) -> bytes | None: ...
+    def nextkey(self, key: _Data) -> bytes | None: ...
+    def reorganize(self) -> None: ...
     def __enter__(self) -> Self: ...
     def __exit__(self, *exc_info: object) -> None: ...
 
 def open(
     filename: StrOrBytesPath,
-    flag: Literal["r", "w", "c", "n"] = "r",
+    flag: _Flag = "r",
     mode: int = 0o666,
-    *,
     verify_checksums: bool = False,
+    *,
     buffer_size: int = 1048576,
     recover: bool = False,
 ) -> _Database: ...
+def open_shelf(
+    filename: StrOrBytesPath,
+    flag: _Flag = "c",
+    protocol: int | None = None,
+    writeback: bool = False,
+    *,
+    serializer: Literal["pickle", "json"] | _Serializer = "pickle",
+    keyencoding: str = "utf-8",
+    mode: int = 0o666,
+    **options: Any,
+) -> shelve.Shelf[Any]: ...
