@@ -17,6 +17,10 @@ in this order:
 - fill_sequential: set every key in index order in a new db, then close it;
 - reopen (in another fresh process, see below): open the db that
   fill_sequential wrote, take its length and look up one key;
+- read_cold: evict the db's files from the page cache (``_pagecache``),
+  then open it and read every key in the order it was written; the open
+  is timed too, since semidbm's open reads the whole log to build its
+  index (the others read their files lazily);
 - read_sequential: reopen, read every key in the order it was written;
 - read_random: read every key in a shuffled order;
 - read_hot: read keys drawn from a random 1% of them, as many reads as keys;
@@ -37,10 +41,15 @@ db, reads it again and reports the difference per key. For the dict,
 which has no file, the child builds the dict from the data set instead,
 and nothing is timed.
 
+With values of ``COPY_RATE_MIN_VALUE`` bytes or more, it also measures how
+fast this process copies values of that size into new bytes objects,
+which every read must do: the ceiling for reading large values.
+
 Prints one JSON object: the contender's name, implementation, Python
-version, durability, operations per second for each workload, the
-reopen's seconds, the index memory in bytes per key and notes on
-anything measured differently. A contender whose module cannot be
+version, durability, operations per second for each workload (None for
+a workload that does not apply), the reopen's seconds, the index memory
+in bytes per key, the copy rate and notes on anything measured
+differently. A contender whose module cannot be
 imported prints ``{"contender": ..., "missing": reason}`` instead.
 """
 
@@ -53,6 +62,8 @@ import subprocess
 import sys
 from time import perf_counter
 
+import _pagecache
+
 #: Keys whose values are compared after each pass (fewer if there are fewer keys).
 SAMPLE_SIZE = 1000
 
@@ -61,6 +72,9 @@ BLOCK_SIZE = 1 << 20
 
 #: Smallest LMDB map size: room for its meta pages and a small tree.
 MIN_MAP_SIZE = 1 << 20
+
+#: Values at least this large get the copy rate measured.
+COPY_RATE_MIN_VALUE = 4096
 
 
 class Contender:
@@ -108,6 +122,19 @@ class Contender:
             db[key]
         return perf_counter() - start
 
+    def time_cold_reads(self, path, keys):
+        """Open the db at ``path`` and read ``keys``; return the seconds both took.
+
+        The caller has just evicted the db's files from the page cache.
+        """
+        start = perf_counter()
+        db = self.open(path, "r")
+        for key in keys:
+            db[key]
+        seconds = perf_counter() - start
+        self.close(db)
+        return seconds
+
     def time_deletes(self, path, keys):
         """Delete ``keys`` from the db at ``path``, then close it; return seconds taken."""
         db = self.open(path, "w")
@@ -146,7 +173,10 @@ class OurSemidbm(Contender):
         if semidbm.implementation != kernel:
             sys.exit("expected the %s kernel, got %s" % (kernel, semidbm.implementation))
         self.module = semidbm
-        self.implementation = "semidbm %s, %s kernel" % (semidbm.__version__, semidbm.implementation)
+        self.implementation = "semidbm %s, %s kernel" % (
+            semidbm.__version__,
+            semidbm.implementation,
+        )
 
 
 class Semidbm051(Contender):
@@ -266,6 +296,17 @@ class Lmdb(Contender):
                 txn.get(key)
             return perf_counter() - start
 
+    def time_cold_reads(self, path, keys):
+        """Open the environment and get ``keys`` in one read transaction; time both."""
+        start = perf_counter()
+        env = self.open(path, "r")
+        with env.begin() as txn:
+            for key in keys:
+                txn.get(key)
+        seconds = perf_counter() - start
+        env.close()
+        return seconds
+
     def time_deletes(self, path, keys):
         """Delete ``keys`` in one write transaction, commit, close; return seconds taken."""
         env = self.open(path, "w")
@@ -311,6 +352,10 @@ class InMemoryDict(Contender):
     def time_reopen(self, path, keys, values):
         """Build the dict from the data set: there is no file to reopen, so nothing is timed."""
         return None, dict(zip(keys, values))
+
+    def time_cold_reads(self, path, keys):
+        """A dict has no file that could be cold: nothing is timed."""
+        return None
 
 
 def lmdb_map_size(args):
@@ -362,6 +407,24 @@ def anonymous_memory():
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     sys.exit("no RssAnon in /proc/self/status")
+
+
+def copy_rate(value_size, count):
+    """Return the bytes per second at which this process copies ``value_size``-byte values.
+
+    It slices ``count`` values (at least 64 MiB in all, more than the CPU's
+    caches hold) out of one bytes object, each slice a new bytes object,
+    as a read of a value makes one: the best of three passes.
+    """
+    count = max(count, -(-(64 << 20) // value_size))
+    source = b"\x5a" * (count * value_size)
+    best = float("inf")
+    for _ in range(3):
+        start = perf_counter()
+        for offset in range(0, len(source), value_size):
+            source[offset : offset + value_size]
+        best = min(best, perf_counter() - start)
+    return len(source) / best
 
 
 def check_contents(contender, db, present, absent, expected_length):
@@ -435,6 +498,11 @@ def run(contender, args):
     notes = []
     ops["fill_sequential"] = count / contender.time_fill(sequential_path(args), pairs)
     reopen = reopen_in_child(args)
+    _pagecache.drop(sequential_path(args))
+    seconds = contender.time_cold_reads(sequential_path(args), keys)
+    ops["read_cold"] = None if seconds is None else count / seconds
+    if seconds is not None and not _pagecache.COLD:
+        notes.append("read_cold ran on a warm page cache: this system has no posix_fadvise")
 
     db = contender.open(sequential_path(args), "r")
     ops["read_sequential"] = count / contender.time_reads(db, keys)
@@ -443,9 +511,7 @@ def run(contender, args):
     check_contents(contender, db, sample, [], count)
     contender.close(db)
 
-    ops["delete_sequential"] = len(deleted) / contender.time_deletes(
-        sequential_path(args), deleted
-    )
+    ops["delete_sequential"] = len(deleted) / contender.time_deletes(sequential_path(args), deleted)
     if len(deleted) < count:
         notes.append(
             "delete_sequential timed over the first %d of the %d keys only" % (len(deleted), count)
@@ -465,10 +531,14 @@ def run(contender, args):
     db = contender.open(random_path, "r")
     check_contents(contender, db, sample, [], count)
     contender.close(db)
+    rate = None
+    if args.value_size >= COPY_RATE_MIN_VALUE:
+        rate = copy_rate(args.value_size, count)
     return {
         "ops_per_sec": ops,
         "reopen_seconds": reopen["seconds"],
         "index_bytes_per_key": reopen["bytes_per_key"],
+        "copy_bytes_per_sec": rate,
         "notes": notes,
     }
 

@@ -181,7 +181,7 @@ def test_torn_write_followed_by_new_writes(kernel, dbpath):
 @pytest.mark.parametrize("step", ["after-mkdir", "before-rename", "after-rename"])
 def test_kill_while_creating_a_database(kernel, dbpath, step):
     trap = {
-        "after-mkdir": "_files.fsync_directory = die",
+        "after-mkdir": "db._lock.WriterLock = die",
         "before-rename": "os.replace = die",
         "after-rename": "replace = os.replace\nos.replace = lambda *a: (replace(*a), die())",
     }[step]
