@@ -343,6 +343,41 @@ def test_threads_sharing_one_database(dbopen, dbpath):
         assert dict(again.items()) == expected
 
 
+def test_iteration_in_another_thread_waits_for_a_compaction(dbopen, dbpath):
+    database = dbopen(dbpath, "c")
+    keys = {b"%d" % i for i in range(20)}
+    for key in keys:
+        database[key] = b"v"
+    begun = iter(database)
+    next(begun)
+    outcomes = {}
+
+    def go_on():
+        # Begun before the compaction: it waits, then stops as after any change.
+        with pytest.raises(RuntimeError, match="changed"):
+            next(begun)
+        outcomes["begun before"] = "stopped"
+
+    def start_now():
+        outcomes["begun during"] = set(database)  # waits for the compaction, then reads all
+
+    threads = [threading.Thread(target=go_on), threading.Thread(target=start_now)]
+
+    def progress(done, total):
+        if not threads[0].is_alive() and not outcomes:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(0.2)
+            assert not outcomes, "the other threads must wait for the compaction"
+
+    database.compact(progress=progress)
+    for thread in threads:
+        thread.join()
+    assert outcomes == {"begun before": "stopped", "begun during": keys}
+    database.close()
+
+
 def test_threads_reading_while_one_closes(dbopen, dbpath):
     database = dbopen(dbpath, "c")
     for i in range(1000):

@@ -223,12 +223,22 @@ class Store:
             return key in self._index
 
     def __iter__(self):
-        self._check_open()
-        for key in self._index:
+        with self._guard:
+            self._check_open()
+            index = self._index
+        for key in index:
             if self._busy:
-                raise DBMError(COMPACTING % self.path)
+                # Taking the guard waits for another thread's compaction to
+                # end; in the compacting thread (a progress callback) the
+                # check then refuses.
+                with self._guard:
+                    self._check_open()
             if self._fd < 0:
                 raise DBMError("semidbm database %s was closed during iteration" % self.path)
+            if self._index is not index:
+                # A compaction rebuilt the index, as the compiled kernel's
+                # table is rebuilt: its iterators stop the same way.
+                raise RuntimeError("semidbm database changed size during iteration")
             yield key
 
     def __getitem__(self, key):
