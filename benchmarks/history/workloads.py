@@ -48,8 +48,9 @@ class Workload:
     repeat = 5
     #: No untimed calls before the samples.
     warmup_time = 0
-    #: Seconds one round of one store may take (dbm.gnu's reads take about ten).
-    timeout = 300
+    #: Seconds one round of one store may take: ten times what the slowest
+    #: (dbm.dumb's reads, about 12 s) takes on two busy cores.
+    timeout = 120
     #: The scratch directory of the current sample; None until setup made one.
     directory = None
 
