@@ -21,7 +21,10 @@
   that buffer.
 - The index is rebuilt on open in C. Every length read from the file is
   checked before use: a damaged file raises DBMLoadError, never reads out
-  of bounds.
+  of bounds. The rebuild asks for the log a little ahead of its parsing,
+  and sizes the table once from the share of the log read so far instead
+  of doubling it over and over; checksums are not read (the torn-tail
+  check reads them only when a long tail is left over, see ``_files``).
 
 Opening, torn tails and the file swap of a compaction are shared with
 the pure-Python kernel (``_files``): they are not hot.
@@ -55,7 +58,7 @@ cdef extern from "_platform.h":
     void semidbm_unmap(const char* data, size_t length)
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
-    void semidbm_advise_huge(void* data, size_t size)
+    void semidbm_advise_huge(void* data, size_t size) noexcept nogil
     void semidbm_prefetch(const void* address)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
@@ -79,6 +82,12 @@ cdef enum:
     PENDING_LIMIT = 16
     # Records the index rebuild parses ahead of its updates.
     REPLAY_BATCH = 16
+    # Bytes of the log the index rebuild asks the processor for ahead of its parsing.
+    REPLAY_PREFETCH = 2048
+    CACHE_LINE = 64
+    # The index rebuild sizes its table from the log's size once it has
+    # read this fraction of the log (one part in so many).
+    PROJECTION_SAMPLE = 16
     # Bytes a writer maps beyond the end of a small file, so appends rarely remap.
     MAP_HEADROOM = 1 << 26
     # Bytes a compaction collects before each write.
@@ -351,21 +360,31 @@ cdef class Store:
 
         Returns where parsing stopped: ``size``, or the start of an
         incomplete last record. The mapping must cover ``size`` bytes.
-        Records are parsed a batch ahead of the index updates, their
-        slots prefetched, so that a large index costs no wait per record.
+        The log is a stream, but the processor's own prefetching stops at
+        each page, so the next ``REPLAY_PREFETCH`` bytes are requested
+        ahead of the parsing. Records are parsed a batch ahead of the
+        index updates, their slots prefetched, so that a large index
+        costs no wait per record. The table ends at the size that adding
+        its keys one by one gives (see ``fit``).
         """
         cdef Parsed batch[REPLAY_BATCH]
         cdef size_t parsed
         cdef uint64_t record_end
         cdef int32_t key_size, value_size
         cdef const char* key
+        cdef uint64_t ahead = position
         while True:
             parsed = 0
             while parsed < REPLAY_BATCH and size - position >= LENGTHS_SIZE:
+                if ahead < position:
+                    ahead = position
+                while ahead < size and ahead - position < REPLAY_PREFETCH:
+                    semidbm_prefetch(self.map + ahead)
+                    ahead += CACHE_LINE
                 key_size = <int32_t>load_be32(self.map + position)
                 value_size = <int32_t>load_be32(self.map + position + 4)
                 if key_size < 0 or value_size < DELETED:
-                    self.apply_parsed(batch, parsed)
+                    self.apply_parsed(batch, parsed, size)
                     raise DBMLoadError(
                         "%s: corrupt record at offset %d (key length %d, value length %d)"
                         % (self.path, position, key_size, value_size)
@@ -383,25 +402,78 @@ cdef class Store:
                     semidbm_prefetch(&self.slots[batch[parsed].hash & (self.capacity - 1)])
                 parsed += 1
                 position = record_end
-            self.apply_parsed(batch, parsed)
+            self.apply_parsed(batch, parsed, size)
             if parsed < REPLAY_BATCH:
+                self.fit()
                 return position
 
-    cdef int apply_parsed(self, Parsed* batch, size_t parsed) except -1:
-        """Apply ``parsed`` records of the log, in order, to the index."""
+    cdef int apply_parsed(self, Parsed* batch, size_t parsed, uint64_t size) except -1:
+        """Apply ``parsed`` records of the log, in order, to the index.
+
+        ``size`` is where the log being replayed ends: a full table grows
+        at once to what the whole log is expected to need (see
+        ``projected_capacity``).
+        """
         cdef size_t at
         cdef const char* key
         cdef Py_ssize_t slot
         for at in range(parsed):
             key = self.map + batch[at].offset
             slot = self.find(key + LENGTHS_SIZE, <int32_t>load_be32(key), batch[at].hash)
-            if batch[at].deleted:
-                if slot >= 0:
+            if slot >= 0:
+                if batch[at].deleted:
                     self.remove(slot)
-            elif slot >= 0:
-                self.slots[slot].offset = batch[at].offset
-            else:
-                self.insert(batch[at].hash, batch[at].offset)
+                else:
+                    self.slots[slot].offset = batch[at].offset
+            elif not batch[at].deleted:
+                if (self.count + 1) * 4 <= self.capacity * 3:
+                    self.place(-1 - slot, batch[at].hash, batch[at].offset)
+                else:
+                    self.grow(self.projected_capacity(batch[at].offset, size))
+                    self.insert(batch[at].hash, batch[at].offset)
+        return 0
+
+    cdef size_t projected_capacity(self, uint64_t done, uint64_t size) noexcept nogil:
+        """The capacity to grow to when the rebuild, ``done`` bytes into a log of ``size``, fills the table.
+
+        Doubling at each fill would move every key once more on average.
+        Instead, once the rebuild has read ``1 / PROJECTION_SAMPLE`` of
+        the log, the keys so far are scaled up by the log's size over
+        the bytes read, and the table grows at once to the capacity for
+        that many. A log whose later records are smaller than its early
+        ones just grows again; one whose later records are larger (or
+        that deletes or overwrites keys) may end with a table too large,
+        at most ``PROJECTION_SAMPLE`` times what its keys need, which
+        ``fit`` then shrinks.
+        """
+        cdef double expected = self.count + 1
+        cdef double projected
+        cdef size_t capacity = self.capacity * 2 if self.capacity else MIN_CAPACITY
+        if done > HEADER_SIZE and done - HEADER_SIZE >= (size - HEADER_SIZE) / PROJECTION_SAMPLE:
+            projected = <double>self.count * <double>(size - HEADER_SIZE) / <double>(done - HEADER_SIZE)
+            if projected > expected:
+                expected = projected
+        while <double>capacity * 3 < expected * 4:
+            capacity *= 2
+        return capacity
+
+    cdef int fit(self) except -1:
+        """Shrink the table to the capacity that adding its keys one at a time gives.
+
+        That is the smallest power of two (at least ``MIN_CAPACITY``) at
+        most three quarters full: at most 32 bytes of slots per key. Only
+        a rebuild that expected more keys than the log holds (see
+        ``projected_capacity``) or a log that deleted many of its keys
+        leaves a larger table. Without the memory for the smaller table
+        the larger one stays: it works as well.
+        """
+        cdef size_t capacity = MIN_CAPACITY
+        if self.capacity <= MIN_CAPACITY:
+            return 0
+        while capacity * 3 < self.count * 4:
+            capacity *= 2
+        if capacity < self.capacity:
+            self.resize(capacity)
         return 0
 
     # --- the hash table ---
@@ -413,7 +485,12 @@ cdef class Store:
         return self.map + offset
 
     cdef Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
-        """The slot holding ``key``, or -1."""
+        """The slot holding ``key``; if none, a negative number: -1 - the empty slot that ended the search.
+
+        Where the key is missing, that empty slot is where ``place`` may
+        put it, as long as the table has room for one more key. An empty
+        table (no slots) gives -1.
+        """
         cdef size_t mask, index
         cdef const char* found
         if self.capacity == 0:
@@ -426,18 +503,29 @@ cdef class Store:
                 if <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0:
                     return index
             index = (index + 1) & mask
-        return -1
+        return -1 - <Py_ssize_t>index
 
     cdef int reserve(self) except -1:
         """Make room for one more key besides the pending ones: grow past three quarters full."""
-        cdef size_t capacity, index, mask, old
-        cdef Slot* slots
         if (self.count + self.pending_count + 1) * 4 <= self.capacity * 3:
             return 0
-        capacity = self.capacity * 2 if self.capacity else MIN_CAPACITY
-        slots = <Slot*>calloc(capacity, sizeof(Slot))
-        if slots == NULL:
+        return self.grow(self.capacity * 2 if self.capacity else MIN_CAPACITY)
+
+    cdef int grow(self, size_t capacity) except -1:
+        """Move the keys to a larger table of ``capacity`` slots, a power of two."""
+        if not self.resize(capacity):
             raise MemoryError("cannot grow the semidbm index to %d slots" % capacity)
+        return 0
+
+    cdef bint resize(self, size_t capacity) noexcept nogil:
+        """Move the keys to a new table of ``capacity`` slots (a power of two, room for them all).
+
+        False, and the table left as it was, if the memory cannot be had.
+        """
+        cdef size_t index, mask, old
+        cdef Slot* slots = <Slot*>calloc(capacity, sizeof(Slot))
+        if slots == NULL:
+            return False
         semidbm_advise_huge(slots, capacity * sizeof(Slot))
         mask = capacity - 1
         for old in range(self.capacity):
@@ -450,7 +538,7 @@ cdef class Store:
         self.slots = slots
         self.capacity = capacity
         self.version += 1
-        return 0
+        return True
 
     cdef int defer(self, uint32_t hashed, uint64_t offset) except -1:
         """Queue the index update for the buffered record at ``offset``; apply the oldest if full.
@@ -498,11 +586,15 @@ cdef class Store:
         index = hashed & mask
         while self.slots[index].offset != 0:
             index = (index + 1) & mask
+        self.place(index, hashed, offset)
+        return 0
+
+    cdef inline void place(self, size_t index, uint32_t hashed, uint64_t offset) noexcept nogil:
+        """Put a key known to be absent into the empty slot ``index``, the end of its probe."""
         self.slots[index].offset = offset
         self.slots[index].hash = hashed
         self.count += 1
         self.version += 1
-        return 0
 
     cdef void remove(self, Py_ssize_t slot) noexcept nogil:
         """Empty ``slot``, shifting back the entries after it that probed past it."""
