@@ -221,6 +221,30 @@ def test_refresh_over_a_key_written_twice_since(kernel, dbpath):
     )
 
 
+def test_refresh_over_megabytes_written_since(kernel, dbpath):
+    """A refresh that reads a long stretch of log (the compiled kernel parses it in a thread)."""
+    run(
+        kernel,
+        """
+        writer = semidbm.open(path, "c")
+        for i in range(1000):
+            writer[b"%d" % i] = b"old"
+        writer.sync()
+        reader = semidbm.open(path, "r")
+        for i in range(60_000):
+            writer[b"%d" % (i % 7_000)] = b"%d" % i * 30
+        for i in range(0, 7_000, 3):
+            del writer[b"%d" % i]
+        writer.sync()
+        assert len(reader) == 1000
+        reader.refresh()
+        assert dict(reader.items()) == dict(writer.items())
+        assert len(reader) == 7_000 - len(range(0, 7_000, 3))
+        """,
+        dbpath,
+    )
+
+
 def test_refresh_over_a_corrupt_record_raises_and_closes_the_reader(dbopen, dbpath):
     with dbopen(dbpath, "c") as database:
         database[b"a"] = b"1"

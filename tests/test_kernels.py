@@ -182,6 +182,62 @@ def test_hostile_files_give_the_same_answer_from_both_kernels(changes, recover, 
         shutil.rmtree(place)
 
 
+def long_log():
+    """A valid data file of about 5 MiB (puts, updates, deletes) and the offset of each record.
+
+    Long enough that the compiled kernel parses it in a thread of its own.
+    """
+    rng = random.Random(5)
+    records = []
+    for i in range(40_000):
+        key = b"key%d" % rng.randrange(6_000)
+        if i % 11 == 0:
+            records.append(struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key)))
+        else:
+            records.append(put_record(key, rng.randbytes(rng.randrange(60, 200))))
+    offsets = []
+    position = len(HEADER)
+    for record in records:
+        offsets.append(position)
+        position += len(record)
+    return HEADER + b"".join(records), offsets
+
+
+def damage(data, offsets, how):
+    """``data`` with one kind of damage, at a record boundary chosen by ``how``."""
+    if how == "intact":
+        return data
+    kind, where = how.split("-")
+    offset = {"first": offsets[0], "middle": offsets[len(offsets) // 2], "last": offsets[-1]}[where]
+    if kind == "negative_key_length":
+        return data[:offset] + struct.pack("!i", -5) + data[offset + 4 :]
+    if kind == "huge_value_length":
+        return data[:offset + 4] + struct.pack("!i", 2**31 - 1) + data[offset + 8 :]
+    if kind == "cut":
+        return data[: offset + 10]
+    raise ValueError(how)
+
+
+@compiled_only
+@pytest.mark.parametrize(
+    "how",
+    ["intact"]
+    + ["%s-%s" % (kind, where)
+       for kind in ("negative_key_length", "huge_value_length", "cut")
+       for where in ("first", "middle", "last")],
+)
+@pytest.mark.parametrize("recover", [False, True])
+def test_long_logs_give_the_same_answer_from_both_kernels(tmp_path, how, recover):
+    data, offsets = long_log()
+    path = tmp_path / "db"
+    path.mkdir()
+    (path / "data").write_bytes(damage(data, offsets, how))
+    results = {name: outcome(kernel, path, recover, 0) for name, kernel in KERNELS.items()}
+    assert results["python"] == results["cython"]
+    if how == "intact":
+        assert results["python"][0] == "opened" and len(results["python"][2]) > 4_000
+
+
 @compiled_only
 @pytest.mark.parametrize("seed", range(3))
 def test_random_garbage_after_the_header_is_load_error_or_opens(seed, tmp_path):

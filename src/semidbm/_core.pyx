@@ -11,7 +11,7 @@
 - An assignment's index update waits in a small queue, its slot
   prefetched, and is applied a few assignments later, so that loading
   a large index does not stall on each slot; every other operation
-  applies the queue first. The index rebuild parses records a batch
+  applies the queue first. The index rebuild parses records a block
   ahead of its updates for the same reason.
 - The data file is memory-mapped: reads make no system call. Writers map
   more than the file holds so that appends rarely need a new mapping;
@@ -25,6 +25,9 @@
   and sizes the table once from the share of the log read so far instead
   of doubling it over and over; checksums are not read (the torn-tail
   check reads them only when a long tail is left over, see ``_files``).
+  With another processor free, a long log is parsed in a second thread
+  (pure C, no Python) while this one updates the index; the result is
+  the same as parsing in one.
 
 Opening, torn tails and the file swap of a compaction are shared with
 the pure-Python kernel (``_files``): they are not hot.
@@ -33,13 +36,14 @@ the pure-Python kernel (``_files``): they are not hot.
 import os
 import threading
 
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Check
 from libc.errno cimport EINTR, errno
 from libc.stddef cimport ptrdiff_t
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 from posix.types cimport pid_t
@@ -59,7 +63,13 @@ cdef extern from "_platform.h":
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
     void semidbm_advise_huge(void* data, size_t size) noexcept nogil
-    void semidbm_prefetch(const void* address)
+    void semidbm_prefetch(const void* address) noexcept nogil
+    uint64_t semidbm_load_acquire(volatile uint64_t* counter) noexcept nogil
+    void semidbm_store_release(volatile uint64_t* counter, uint64_t value) noexcept nogil
+    uint64_t semidbm_exchange(volatile uint64_t* counter, uint64_t value) noexcept nogil
+    void semidbm_pause() noexcept nogil
+    void semidbm_yield() noexcept nogil
+    int64_t semidbm_clock_ns() noexcept nogil
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
@@ -67,6 +77,8 @@ semidbm_crc32_init()
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    unsigned long PyThread_start_new_thread(void (*function)(void*) noexcept nogil, void* argument)
+    enum: PYTHREAD_INVALID_THREAD_ID
     int PyObject_GetBuffer(object obj, Py_buffer* view, int flags)
     void PyErr_Clear()
 
@@ -80,11 +92,28 @@ cdef enum:
     MIN_CAPACITY = 16
     # Index updates an assignment may leave pending (see Store.defer).
     PENDING_LIMIT = 16
-    # Records the index rebuild parses ahead of its updates.
-    REPLAY_BATCH = 16
+    # Records the index rebuild parses at a time (a block).
+    REPLAY_BLOCK = 256
+    # Blocks the parsing thread of the index rebuild may be ahead of its updates.
+    REPLAY_RING = 64
     # Bytes of the log the index rebuild asks the processor for ahead of its parsing.
     REPLAY_PREFETCH = 2048
     CACHE_LINE = 64
+    # Records whose slot the index rebuild asks the processor for ahead of their update.
+    SLOT_PREFETCH = 16
+    # Nanoseconds the index rebuild waits for a block from its parsing
+    # thread before it parses the rest itself.
+    REPLAY_PATIENCE = 1000000
+    # ParseRing.started: the parsing thread has not started yet, has
+    # started, or will find on starting that the rebuild is over.
+    NOT_STARTED = 0
+    STARTED = 1
+    ABANDONED = 2
+    # Pauses a waiting thread of the index rebuild spins between two
+    # looks at the clock, or before it yields the processor.
+    SPINS = 64
+    # Logs at least this long are parsed in a thread of their own during the index rebuild.
+    THREADED_REPLAY_MIN = 1 << 22
     # The index rebuild sizes its table from the log's size once it has
     # read this fraction of the log (one part in so many).
     PROJECTION_SAMPLE = 16
@@ -215,10 +244,190 @@ cdef packed struct Slot:
     uint32_t hash
 
 
+# --- Parsing the log for the index rebuild ---
+
 cdef struct Parsed:
     uint64_t offset
     uint32_t hash
     bint deleted
+
+
+cdef struct LogParser:
+    # Where a parse of the mapped log stands. Parsing reads the mapping
+    # and writes here and to its blocks, nothing else: a thread of its
+    # own can run it.
+    const char* map
+    uint64_t position     # of the next record
+    uint64_t size         # where the log ends
+    uint64_t ahead        # the log is prefetched up to here
+    bint corrupt          # stopped at a record with impossible lengths (at position):
+    int32_t key_size      # its lengths
+    int32_t value_size
+
+
+cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
+    """Parse up to ``REPLAY_BLOCK`` records into ``block``; return how many.
+
+    Fewer than ``REPLAY_BLOCK`` means the parse is over: ``position`` is
+    then the log's size, the start of an incomplete last record, or that
+    of a corrupt record (``corrupt`` set). Every length is checked before
+    use. The log is a stream, but the processor's own prefetching stops
+    at each page, so the next ``REPLAY_PREFETCH`` bytes are requested
+    ahead of the parsing.
+    """
+    cdef const char* data = parser.map
+    cdef uint64_t position = parser.position
+    cdef uint64_t size = parser.size
+    cdef uint64_t ahead = parser.ahead
+    cdef uint64_t record_end
+    cdef int32_t key_size, value_size
+    cdef size_t parsed = 0
+    while parsed < REPLAY_BLOCK and size - position >= LENGTHS_SIZE:
+        if ahead < position:
+            ahead = position
+        while ahead < size and ahead - position < REPLAY_PREFETCH:
+            semidbm_prefetch(data + ahead)
+            ahead += CACHE_LINE
+        key_size = <int32_t>load_be32(data + position)
+        value_size = <int32_t>load_be32(data + position + 4)
+        if key_size < 0 or value_size < DELETED:
+            parser.corrupt = True
+            parser.key_size = key_size
+            parser.value_size = value_size
+            break
+        record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+        if value_size != DELETED:
+            record_end += <uint64_t>value_size
+        if record_end > size:
+            break
+        block[parsed].offset = position
+        block[parsed].hash = hash_key(data + position + LENGTHS_SIZE, key_size)
+        block[parsed].deleted = value_size == DELETED
+        parsed += 1
+        position = record_end
+    parser.position = position
+    parser.ahead = ahead
+    return parsed
+
+
+cdef struct ParseRing:
+    # A parsing thread and the index rebuild, sharing blocks of records.
+    # The rebuild parses the first blocks itself, until the thread has
+    # started (``started``); it then hands its parser over (``parser``,
+    # then ``handed_over``). Block n goes in blocks[n % REPLAY_RING], with
+    # the parser as it was after it in states[n % REPLAY_RING]. The thread
+    # writes a block, then counts it in ``parsed``; the rebuild applies
+    # it, then counts it in ``applied``, and the thread may reuse its place.
+    LogParser parser
+    Parsed blocks[REPLAY_RING * REPLAY_BLOCK]
+    size_t sizes[REPLAY_RING]
+    LogParser states[REPLAY_RING]
+    uint64_t started
+    uint64_t handed_over
+    uint64_t parsed
+    uint64_t applied
+    uint64_t stop                   # the rebuild asks the thread to stop
+    uint64_t finished               # the thread has stopped and lets go of the ring
+
+
+cdef ParseRing* start_parsing() noexcept:
+    """Start a parsing thread with a new ring; NULL if none can be had."""
+    cdef ParseRing* ring = <ParseRing*>malloc(sizeof(ParseRing))
+    if ring == NULL:
+        return NULL
+    ring.started = NOT_STARTED
+    ring.handed_over = False
+    ring.parsed = 0
+    ring.applied = 0
+    ring.stop = False
+    ring.finished = False
+    if PyThread_start_new_thread(parse_in_thread, ring) == PYTHREAD_INVALID_THREAD_ID:
+        free(ring)
+        return NULL
+    return ring
+
+
+cdef inline void pause_or_yield(int* spins) noexcept nogil:
+    """One step of a wait for the other thread: spin a little, then give the processor away."""
+    if spins[0] < SPINS:
+        spins[0] += 1
+        semidbm_pause()
+    else:
+        semidbm_yield()
+
+
+cdef void parse_in_thread(void* argument) noexcept nogil:
+    """The body of the parsing thread: take over the parser, fill the ring block by block.
+
+    Goes on until the parse is over or the rebuild asks it to ``stop``.
+    Once it has set ``finished`` it touches the ring and the log no more.
+    If the rebuild was over before the thread started, the thread frees
+    the ring instead.
+    """
+    cdef ParseRing* ring = <ParseRing*>argument
+    cdef uint64_t block = 0
+    cdef size_t parsed = REPLAY_BLOCK
+    cdef int spins = 0
+    if semidbm_exchange(&ring.started, STARTED) == ABANDONED:
+        free(ring)
+        return
+    while not semidbm_load_acquire(&ring.handed_over) and not semidbm_load_acquire(&ring.stop):
+        pause_or_yield(&spins)
+    while parsed == REPLAY_BLOCK and not semidbm_load_acquire(&ring.stop):
+        if block - semidbm_load_acquire(&ring.applied) == REPLAY_RING:
+            # The ring is full: the rebuild is busy (growing the table, say).
+            pause_or_yield(&spins)
+            continue
+        spins = 0
+        parsed = parse_block(&ring.parser, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK)
+        ring.sizes[block % REPLAY_RING] = parsed
+        ring.states[block % REPLAY_RING] = ring.parser
+        block += 1
+        semidbm_store_release(&ring.parsed, block)
+    semidbm_store_release(&ring.finished, True)
+
+
+cdef bint wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
+    """Spin until the thread has parsed ``block``; False if that takes ``REPLAY_PATIENCE``.
+
+    A block takes microseconds; a longer wait means that the thread has
+    lost its processor (the machine is busy), and is not waited out.
+    """
+    cdef int64_t deadline = 0
+    cdef int spins = 0
+    while semidbm_load_acquire(&ring.parsed) == block:
+        semidbm_pause()
+        spins += 1
+        if spins == SPINS:
+            spins = 0
+            if deadline == 0:
+                deadline = semidbm_clock_ns() + REPLAY_PATIENCE
+            elif semidbm_clock_ns() > deadline:
+                return False
+    return True
+
+
+cdef void stop_parsing(ParseRing* ring) noexcept nogil:
+    """End the parsing thread's part: stop it and free the ring, or leave that to it if it has not started."""
+    cdef int spins = 0
+    if semidbm_exchange(&ring.started, ABANDONED) == NOT_STARTED:
+        return
+    semidbm_store_release(&ring.stop, True)
+    while not semidbm_load_acquire(&ring.finished):
+        pause_or_yield(&spins)
+    free(ring)
+
+
+cdef bint several_processors():
+    """True if this process may run on more than one processor."""
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except AttributeError:  # no sched_getaffinity: not Linux
+        return (os.cpu_count() or 1) > 1
+
+
+# Whether a long log is parsed in a thread of its own during the index rebuild.
+cdef bint threaded_replay = several_processors()
 
 
 cdef class Store:
@@ -360,77 +569,98 @@ cdef class Store:
 
         Returns where parsing stopped: ``size``, or the start of an
         incomplete last record. The mapping must cover ``size`` bytes.
-        The log is a stream, but the processor's own prefetching stops at
-        each page, so the next ``REPLAY_PREFETCH`` bytes are requested
-        ahead of the parsing. Records are parsed a batch ahead of the
-        index updates, their slots prefetched, so that a large index
-        costs no wait per record. The table ends at the size that adding
-        its keys one by one gives (see ``fit``).
+        Records are parsed in blocks (``parse_block``), then applied
+        (``apply_block``). Parsing waits on the log's memory and the
+        updates on the table's, about as long each: when this process
+        may use another processor, a long log is parsed in a thread of
+        its own, blocks ahead of the updates (``apply_parsed``): here
+        until it has started, there until the end, or until it falls
+        behind. The table ends at the size that adding its keys one by
+        one gives (see ``fit``).
         """
-        cdef Parsed batch[REPLAY_BATCH]
-        cdef size_t parsed
-        cdef uint64_t record_end
-        cdef int32_t key_size, value_size
-        cdef const char* key
-        cdef uint64_t ahead = position
-        while True:
-            parsed = 0
-            while parsed < REPLAY_BATCH and size - position >= LENGTHS_SIZE:
-                if ahead < position:
-                    ahead = position
-                while ahead < size and ahead - position < REPLAY_PREFETCH:
-                    semidbm_prefetch(self.map + ahead)
-                    ahead += CACHE_LINE
-                key_size = <int32_t>load_be32(self.map + position)
-                value_size = <int32_t>load_be32(self.map + position + 4)
-                if key_size < 0 or value_size < DELETED:
-                    self.apply_parsed(batch, parsed, size)
-                    raise DBMLoadError(
-                        "%s: corrupt record at offset %d (key length %d, value length %d)"
-                        % (self.path, position, key_size, value_size)
-                    )
-                record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
-                if value_size != DELETED:
-                    record_end += <uint64_t>value_size
-                if record_end > size:
-                    break
-                key = self.map + position + LENGTHS_SIZE
-                batch[parsed].offset = position
-                batch[parsed].hash = hash_key(key, key_size)
-                batch[parsed].deleted = value_size == DELETED
-                if self.capacity:
-                    semidbm_prefetch(&self.slots[batch[parsed].hash & (self.capacity - 1)])
-                parsed += 1
-                position = record_end
-            self.apply_parsed(batch, parsed, size)
-            if parsed < REPLAY_BATCH:
-                self.fit()
-                return position
+        cdef LogParser parser
+        cdef Parsed block[REPLAY_BLOCK]
+        cdef size_t parsed = REPLAY_BLOCK
+        cdef ParseRing* ring = NULL
+        cdef bint handed_over = False
+        parser.map = self.map
+        parser.position = position
+        parser.size = size
+        parser.ahead = position
+        parser.corrupt = False
+        if threaded_replay and size - position >= THREADED_REPLAY_MIN:
+            ring = start_parsing()
+        try:
+            while parsed == REPLAY_BLOCK:
+                if ring != NULL and not handed_over and semidbm_load_acquire(&ring.started):
+                    ring.parser = parser
+                    semidbm_store_release(&ring.handed_over, True)
+                    handed_over = True
+                    parsed = self.apply_parsed(ring, &parser)
+                else:
+                    parsed = parse_block(&parser, block)
+                    self.apply_block(block, parsed, size)
+        finally:
+            if ring != NULL:
+                stop_parsing(ring)
+        if parser.corrupt:
+            raise DBMLoadError(
+                "%s: corrupt record at offset %d (key length %d, value length %d)"
+                % (self.path, parser.position, parser.key_size, parser.value_size)
+            )
+        self.fit()
+        return parser.position
 
-    cdef int apply_parsed(self, Parsed* batch, size_t parsed, uint64_t size) except -1:
+    cdef size_t apply_parsed(self, ParseRing* ring, LogParser* parser) except? 0:
+        """Apply the blocks the parsing thread delivers, and advance ``parser`` past them.
+
+        Returns the size of the last block applied: less than
+        ``REPLAY_BLOCK`` if that was the end of the parse. Otherwise the
+        thread fell behind and was asked to stop: the caller parses the
+        rest, from ``parser``.
+        """
+        cdef uint64_t block = 0
+        cdef size_t parsed = REPLAY_BLOCK
+        while parsed == REPLAY_BLOCK:
+            if not wait_for_block(ring, block):
+                semidbm_store_release(&ring.stop, True)
+                break
+            parsed = ring.sizes[block % REPLAY_RING]
+            self.apply_block(ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed, parser.size)
+            parser[0] = ring.states[block % REPLAY_RING]
+            block += 1
+            semidbm_store_release(&ring.applied, block)
+        return parsed
+
+    cdef int apply_block(self, Parsed* block, size_t parsed, uint64_t size) except -1:
         """Apply ``parsed`` records of the log, in order, to the index.
 
-        ``size`` is where the log being replayed ends: a full table grows
-        at once to what the whole log is expected to need (see
+        The slots of the next ``SLOT_PREFETCH`` records are requested
+        ahead, so that a large index costs no wait per record. ``size``
+        is where the log being replayed ends: a full table grows at once
+        to what the whole log is expected to need (see
         ``projected_capacity``).
         """
         cdef size_t at
-        cdef const char* key
         cdef Py_ssize_t slot
+        if self.capacity:
+            for at in range(parsed if parsed < SLOT_PREFETCH else SLOT_PREFETCH):
+                semidbm_prefetch(&self.slots[block[at].hash & (self.capacity - 1)])
         for at in range(parsed):
-            key = self.map + batch[at].offset
-            slot = self.find(key + LENGTHS_SIZE, <int32_t>load_be32(key), batch[at].hash)
+            if at + SLOT_PREFETCH < parsed and self.capacity:
+                semidbm_prefetch(&self.slots[block[at + SLOT_PREFETCH].hash & (self.capacity - 1)])
+            slot = self.find_record(block[at].offset, block[at].hash)
             if slot >= 0:
-                if batch[at].deleted:
+                if block[at].deleted:
                     self.remove(slot)
                 else:
-                    self.slots[slot].offset = batch[at].offset
-            elif not batch[at].deleted:
+                    self.slots[slot].offset = block[at].offset
+            elif not block[at].deleted:
                 if (self.count + 1) * 4 <= self.capacity * 3:
-                    self.place(-1 - slot, batch[at].hash, batch[at].offset)
+                    self.place(-1 - slot, block[at].hash, block[at].offset)
                 else:
-                    self.grow(self.projected_capacity(batch[at].offset, size))
-                    self.insert(batch[at].hash, batch[at].offset)
+                    self.grow(self.projected_capacity(block[at].offset, size))
+                    self.insert(block[at].hash, block[at].offset)
         return 0
 
     cdef size_t projected_capacity(self, uint64_t done, uint64_t size) noexcept nogil:
@@ -484,7 +714,8 @@ cdef class Store:
             return self.buffer + (offset - self.disk_end)
         return self.map + offset
 
-    cdef Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
+    @cython.final
+    cdef inline Py_ssize_t find(self, const char* key, Py_ssize_t size, uint32_t hashed) noexcept nogil:
         """The slot holding ``key``; if none, a negative number: -1 - the empty slot that ended the search.
 
         Where the key is missing, that empty slot is where ``place`` may
@@ -492,18 +723,41 @@ cdef class Store:
         table (no slots) gives -1.
         """
         cdef size_t mask, index
-        cdef const char* found
+        if self.capacity == 0:
+            return -1
+        mask = self.capacity - 1
+        index = hashed & mask
+        while self.slots[index].offset != 0:
+            if self.slots[index].hash == hashed and self.holds(index, key, size):
+                return index
+            index = (index + 1) & mask
+        return -1 - <Py_ssize_t>index
+
+    @cython.final
+    cdef inline Py_ssize_t find_record(self, uint64_t offset, uint32_t hashed) noexcept nogil:
+        """``find`` for the key of the log's record at ``offset`` (whose hash is ``hashed``).
+
+        The record is read only where a slot's hash matches: during the
+        rebuild it has left the cache, or was parsed by another thread.
+        """
+        cdef size_t mask, index
+        cdef const char* record
         if self.capacity == 0:
             return -1
         mask = self.capacity - 1
         index = hashed & mask
         while self.slots[index].offset != 0:
             if self.slots[index].hash == hashed:
-                found = self.record(self.slots[index].offset)
-                if <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0:
+                record = self.record(offset)
+                if self.holds(index, record + LENGTHS_SIZE, <int32_t>load_be32(record)):
                     return index
             index = (index + 1) & mask
         return -1 - <Py_ssize_t>index
+
+    cdef inline bint holds(self, size_t index, const char* key, Py_ssize_t size) noexcept nogil:
+        """True if the record of slot ``index`` has the key ``key``."""
+        cdef const char* found = self.record(self.slots[index].offset)
+        return <Py_ssize_t>load_be32(found) == size and memcmp(found + LENGTHS_SIZE, key, size) == 0
 
     cdef int reserve(self) except -1:
         """Make room for one more key besides the pending ones: grow past three quarters full."""

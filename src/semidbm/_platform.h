@@ -11,6 +11,14 @@
  * under a large index: its lookups land anywhere in it, and with 4 KiB
  * pages nearly every one also misses the TLB. Elsewhere it does nothing.
  * semidbm_prefetch starts loading memory that will be needed soon.
+ *
+ * For the index rebuild's two threads: semidbm_load_acquire and
+ * semidbm_store_release read and write a 64-bit counter that another
+ * thread writes or reads (what was written before a release is seen by
+ * whoever acquires the value it stored); semidbm_exchange stores a value
+ * and returns the one it replaced, in one step; semidbm_pause eases the
+ * processor in a spin-wait, semidbm_yield gives it to another thread,
+ * semidbm_clock_ns reads a monotonic clock in nanoseconds.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -77,9 +85,24 @@ static void semidbm_advise_huge(void *data, size_t size)
     (void)size;
 }
 
+static void semidbm_yield(void)
+{
+    SwitchToThread();
+}
+
+static int64_t semidbm_clock_ns(void)
+{
+    LARGE_INTEGER now, frequency;
+    QueryPerformanceCounter(&now);
+    QueryPerformanceFrequency(&frequency);
+    return (int64_t)((double)now.QuadPart * 1e9 / (double)frequency.QuadPart);
+}
+
 #else
 
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SEMIDBM_MAP_BEYOND_EOF 1
@@ -120,6 +143,59 @@ static void semidbm_advise_huge(void *data, size_t size)
 #endif
 }
 
+static void semidbm_yield(void)
+{
+    sched_yield();
+}
+
+static int64_t semidbm_clock_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+#endif
+
+#ifdef _MSC_VER
+static uint64_t semidbm_load_acquire(volatile uint64_t *counter)
+{
+    return (uint64_t)InterlockedCompareExchange64((volatile LONG64 *)counter, 0, 0);
+}
+
+static void semidbm_store_release(volatile uint64_t *counter, uint64_t value)
+{
+    InterlockedExchange64((volatile LONG64 *)counter, (LONG64)value);
+}
+
+static uint64_t semidbm_exchange(volatile uint64_t *counter, uint64_t value)
+{
+    return (uint64_t)InterlockedExchange64((volatile LONG64 *)counter, (LONG64)value);
+}
+#else
+static uint64_t semidbm_load_acquire(volatile uint64_t *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+}
+
+static void semidbm_store_release(volatile uint64_t *counter, uint64_t value)
+{
+    __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+}
+
+static uint64_t semidbm_exchange(volatile uint64_t *counter, uint64_t value)
+{
+    return __atomic_exchange_n(counter, value, __ATOMIC_SEQ_CST);
+}
+#endif
+
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+#include <emmintrin.h>
+#define semidbm_pause() _mm_pause()
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define semidbm_pause() __asm__ __volatile__("yield")
+#else
+#define semidbm_pause() ((void)0)
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
