@@ -92,6 +92,8 @@ cdef enum:
     MIN_CAPACITY = 16
     # Index updates an assignment may leave pending (see Store.defer).
     PENDING_LIMIT = 16
+    # Bytes in the smallest memory page.
+    PAGE_SIZE = 4096
     # Records the index rebuild parses at a time (a block).
     REPLAY_BLOCK = 256
     # Blocks the parsing thread of the index rebuild may be ahead of its updates.
@@ -244,6 +246,22 @@ cdef packed struct Slot:
     uint32_t hash
 
 
+cdef void touch_pages(void* data, size_t size) noexcept nogil:
+    """Write a zero to each page of the zeroed memory ``data``, so that it is mapped writable now.
+
+    A fresh page that is read first is mapped to the system's shared page
+    of zeros and copied at its first write; the copy makes every other
+    processor running this process (the index rebuild's parsing thread)
+    drop its address translations, an interrupt for each page. A table's
+    slots are read before they are written.
+    """
+    cdef volatile char* bytes = <volatile char*>data
+    cdef size_t at = 0
+    while at < size:
+        bytes[at] = 0
+        at += PAGE_SIZE
+
+
 # --- Parsing the log for the index rebuild ---
 
 cdef struct Parsed:
@@ -388,22 +406,26 @@ cdef void parse_in_thread(void* argument) noexcept nogil:
 
 
 cdef bint wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
-    """Spin until the thread has parsed ``block``; False if that takes ``REPLAY_PATIENCE``.
+    """Wait until the thread has parsed ``block``; False if that takes ``REPLAY_PATIENCE``.
 
-    A block takes microseconds; a longer wait means that the thread has
-    lost its processor (the machine is busy), and is not waited out.
+    A block takes microseconds. Past a short spin the wait yields the
+    processor, which the thread may be waiting for: a new thread often
+    starts on its parent's processor, until the system moves it to an
+    idle one. A wait longer than the patience means that the thread
+    has no processor (the machine is busy), and is not waited out.
     """
     cdef int64_t deadline = 0
     cdef int spins = 0
     while semidbm_load_acquire(&ring.parsed) == block:
-        semidbm_pause()
-        spins += 1
-        if spins == SPINS:
-            spins = 0
-            if deadline == 0:
-                deadline = semidbm_clock_ns() + REPLAY_PATIENCE
-            elif semidbm_clock_ns() > deadline:
-                return False
+        if spins < SPINS:
+            spins += 1
+            semidbm_pause()
+        elif deadline == 0:
+            deadline = semidbm_clock_ns() + REPLAY_PATIENCE
+        elif semidbm_clock_ns() > deadline:
+            return False
+        else:
+            semidbm_yield()
     return True
 
 
@@ -781,6 +803,7 @@ cdef class Store:
         if slots == NULL:
             return False
         semidbm_advise_huge(slots, capacity * sizeof(Slot))
+        touch_pages(slots, capacity * sizeof(Slot))
         mask = capacity - 1
         for old in range(self.capacity):
             if self.slots[old].offset != 0:
