@@ -100,6 +100,7 @@ cdef enum:
     REPLAY_RING = 64
     # Bytes of the log the index rebuild asks the processor for ahead of its parsing.
     REPLAY_PREFETCH = 2048
+    # Bytes in a processor's cache line (the usual size).
     CACHE_LINE = 64
     # Records whose slot the index rebuild asks the processor for ahead of their update.
     SLOT_PREFETCH = 16
@@ -111,8 +112,7 @@ cdef enum:
     NOT_STARTED = 0
     STARTED = 1
     ABANDONED = 2
-    # Pauses a waiting thread of the index rebuild spins between two
-    # looks at the clock, or before it yields the processor.
+    # Pauses a waiting thread of the index rebuild spins before it yields the processor.
     SPINS = 64
     # Logs at least this long are parsed in a thread of their own during the index rebuild.
     THREADED_REPLAY_MIN = 1 << 22
