@@ -562,11 +562,12 @@ cdef class Store:
         self.map_size = <size_t>length
         return 0
 
-    cdef int load(self, Py_ssize_t buffer_size, bint recover, bint writer_active) except -1:
+    cdef int load(self, Py_ssize_t buffer_size, bint recover, object writer_active) except -1:
         """Map the file, rebuild the index from its log and settle a torn tail.
 
-        With a writer at work (``writer_active``, for a reader) an
-        incomplete last record is a write in progress, not a torn tail.
+        With a writer at work (for a reader, ``writer_active()`` says so;
+        it is asked only when the log ends in an incomplete record) that
+        record is a write in progress, not a torn tail.
         """
         cdef uint64_t size = os.fstat(self.fd).st_size
         if size < HEADER_SIZE:
@@ -576,7 +577,7 @@ cdef class Store:
         self.clear_index()
         self.disk_end = size
         self.disk_end = self.replay(HEADER_SIZE, size)
-        if self.disk_end < size and not writer_active:
+        if self.disk_end < size and not (writer_active is not None and writer_active()):
             if self.writable:
                 self.unmap()  # Windows cannot cut a mapped file
             _files.settle_tail(
@@ -1187,7 +1188,7 @@ cdef class Store:
                 self.clear_index()
                 try:
                     self.fd = _files.open_data(self.path, True)
-                    self.load(self.buffer_size, False, False)
+                    self.load(self.buffer_size, False, None)
                 except BaseException:
                     self.release()
                     raise
@@ -1222,7 +1223,8 @@ cdef class Store:
                     self.unmap()
                     semidbm_close(self.fd)
                     self.fd = fd
-                    self.load(0, False, True)
+                    # The writer is at work: an incomplete last record is its.
+                    self.load(0, False, lambda: True)
                 except BaseException:
                     self.release()
                     raise

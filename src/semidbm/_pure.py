@@ -3,9 +3,13 @@
 Both kernels offer the same interface, so the API layer (``semidbm.db``)
 runs on either:
 
-``Store(data_path, writable, buffer_size, verify_checksums, recover)``
+``Store(data_path, writable, buffer_size, verify_checksums, recover, writer_active)``
     Opens the data file ``data_path`` (which must exist and start with a
-    header) and rebuilds the index from its log.
+    header) and rebuilds the index from its log. ``writer_active`` is
+    None for a writer; for a reader, a function that says whether a
+    writer holds the database's lock, called only when the log ends in
+    an incomplete record (a write in progress, or a torn tail): most
+    opens need not ask.
 ``store[key]``, ``store[key] = value``, ``del store[key]``, ``key in store``,
 ``len(store)``, ``iter(store)``
     Item access. Keys are str (stored as UTF-8) or bytes-like; values
@@ -176,7 +180,7 @@ class Store:
         fd = _files.open_data(data_path, writable)
         try:
             self._index, self._disk_end, size = load_index(fd, data_path)
-            if not writer_active:
+            if self._disk_end < size and not (writer_active is not None and writer_active()):
                 _files.settle_tail(
                     fd, data_path, self._disk_end, size, writable, buffer_size, recover, 5
                 )

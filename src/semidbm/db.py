@@ -9,6 +9,7 @@ context manager and ``close(compact=...)``.
 import atexit
 import builtins
 import errno
+import functools
 import operator
 import os
 import stat
@@ -257,7 +258,7 @@ def open_with(
             buffer_size,
             bool(verify_checksums),
             bool(recover),
-            not writable and _lock.writer_active(path),
+            None if writable else functools.partial(_lock.writer_active, path),
         )
     except BaseException:
         if lock is not None:
