@@ -8,6 +8,8 @@ import semidbm
 from semidbm import _kernel, db as api
 from semidbm.format import PROGRESS_STEP
 
+from .conftest import compiled_only
+
 #: Values big enough that the log spans many progress steps.
 VALUE_SIZE = 300_000
 
@@ -49,6 +51,7 @@ def test_progress_walks_the_old_log_to_its_end(dbopen, dbpath):
     assert len(calls) >= total // (2 * PROGRESS_STEP)
 
 
+@compiled_only
 def test_both_kernels_call_progress_alike(tmp_path):
     calls = {}
     for name in ("python", "cython"):
