@@ -33,15 +33,14 @@ module cannot be imported prints ``{"contender": ..., "missing": reason}``.
 import argparse
 import json
 import os
-import platform
 import random
 import shelve
 import shutil
-import statistics
 import sys
 from time import perf_counter
 
 import _pagecache
+from _worker import describe, import_our_semidbm, import_semidbm_051, median_pass
 
 #: Preset c: the item counts, each with its own write, read and iterate rows.
 SMALL_COUNTS = (50, 2000)
@@ -84,14 +83,8 @@ class OurSemidbm(ShelfContender):
     durability = "sync() and close() write the append buffer and fsync the data file"
 
     def __init__(self, kernel):
-        import semidbm
-
-        if semidbm.__version__ == "0.5.1":
-            sys.exit("expected our semidbm, but this interpreter imports semidbm 0.5.1")
-        if semidbm.implementation != kernel:
-            sys.exit("expected the %s kernel, got %s" % (kernel, semidbm.implementation))
-        self.module = semidbm
-        self.implementation = "semidbm %s, %s kernel" % (semidbm.__version__, kernel)
+        self.module = import_our_semidbm(kernel)
+        self.implementation = "semidbm %s, %s kernel" % (self.module.__version__, kernel)
 
 
 class Semidbm051(ShelfContender):
@@ -107,11 +100,7 @@ class Semidbm051(ShelfContender):
     note = "its read-only db refuses the sync() that shelve's close() calls: reads close the db"
 
     def __init__(self):
-        import semidbm
-
-        if semidbm.__version__ != "0.5.1":
-            sys.exit("expected semidbm 0.5.1, this interpreter imports %s" % semidbm.__version__)
-        self.module = semidbm
+        self.module = import_semidbm_051()
         self.read_only = set()
 
     def open(self, path, flag):
@@ -231,14 +220,6 @@ def small_items(count, rng):
     ]
 
 
-def median_pass(run_pass, min_seconds, min_rounds):
-    """Call ``run_pass()`` (it returns seconds) until enough time and rounds; return the median."""
-    times = []
-    while sum(times) < min_seconds or len(times) < min_rounds:
-        times.append(run_pass())
-    return statistics.median(times)
-
-
 def expect(condition, message):
     """End the process with ``message`` unless ``condition`` holds."""
     if not condition:
@@ -352,14 +333,9 @@ def main():
     notes = [contender.note] if hasattr(contender, "note") else []
     if args.preset == "d" and not _pagecache.COLD:
         notes.append("read_cold ran on a warm page cache: this system has no posix_fadvise")
-    result = {
-        "contender": args.contender,
-        "implementation": contender.implementation,
-        "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
-        "durability": contender.durability,
-        "ops_per_sec": run(contender, args.dir, args.seed, args.quick),
-        "notes": notes,
-    }
+    result = describe(args.contender, contender)
+    result["ops_per_sec"] = run(contender, args.dir, args.seed, args.quick)
+    result["notes"] = notes
     print(json.dumps(result))
 
 

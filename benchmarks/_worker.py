@@ -172,23 +172,44 @@ class Contender:
         return perf_counter() - start, db
 
 
+def import_our_semidbm(kernel):
+    """Import our semidbm; exit unless it is ours (not 0.5.1) and runs on ``kernel``."""
+    import semidbm
+
+    if semidbm.__version__ == "0.5.1":
+        sys.exit("expected our semidbm, but this interpreter imports semidbm 0.5.1")
+    if semidbm.implementation != kernel:
+        sys.exit("expected the %s kernel, got %s" % (kernel, semidbm.implementation))
+    return semidbm
+
+
+def import_semidbm_051():
+    """Import semidbm; exit unless it is the original 0.5.1."""
+    import semidbm
+
+    if semidbm.__version__ != "0.5.1":
+        sys.exit("expected semidbm 0.5.1, this interpreter imports %s" % semidbm.__version__)
+    return semidbm
+
+
+def describe(name, contender):
+    """The start of a worker's JSON result: what ran, on which Python, how durably."""
+    return {
+        "contender": name,
+        "implementation": contender.implementation,
+        "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
+        "durability": contender.durability,
+    }
+
+
 class OurSemidbm(Contender):
     """Our semidbm, on the kernel ``semidbm.implementation`` names, which must be ``kernel``."""
 
     durability = "close() writes its buffer and fsyncs the data file"
 
     def __init__(self, kernel):
-        import semidbm
-
-        if semidbm.__version__ == "0.5.1":
-            sys.exit("expected our semidbm, but this interpreter imports semidbm 0.5.1")
-        if semidbm.implementation != kernel:
-            sys.exit("expected the %s kernel, got %s" % (kernel, semidbm.implementation))
-        self.module = semidbm
-        self.implementation = "semidbm %s, %s kernel" % (
-            semidbm.__version__,
-            semidbm.implementation,
-        )
+        self.module = import_our_semidbm(kernel)
+        self.implementation = "semidbm %s, %s kernel" % (self.module.__version__, kernel)
 
 
 class Semidbm051(Contender):
@@ -198,11 +219,7 @@ class Semidbm051(Contender):
     implementation = "semidbm 0.5.1, pure Python"
 
     def __init__(self):
-        import semidbm
-
-        if semidbm.__version__ != "0.5.1":
-            sys.exit("expected semidbm 0.5.1, this interpreter imports %s" % semidbm.__version__)
-        self.module = semidbm
+        self.module = import_semidbm_051()
 
     def length(self, db):
         """Return the number of keys: 0.5.1 has no ``len()``, but its ``keys()`` is a dict view."""
@@ -421,15 +438,19 @@ def anonymous_memory():
     sys.exit("no RssAnon in /proc/self/status")
 
 
-def median_pass(run_pass):
-    """Call ``run_pass()`` (it returns seconds) until ``MIN_READ_SECONDS`` have passed; median.
+def median_pass(run_pass, min_seconds, min_passes=1, max_passes=None):
+    """Call ``run_pass()`` (it returns seconds) repeatedly; return the median of its times.
 
+    It runs at least ``min_passes`` times, and on until ``min_seconds``
+    have passed in all, but no more than ``max_passes`` times (if given).
     A pass over a small data set (preset b's 1,000 keys) takes a few
     milliseconds, which a moment of the machine's other work can double;
     a pass over a million keys runs once or twice.
     """
-    times = [run_pass()]
-    while sum(times) < MIN_READ_SECONDS and len(times) < MAX_READ_PASSES:
+    times = []
+    while len(times) < min_passes or (
+        sum(times) < min_seconds and (max_passes is None or len(times) < max_passes)
+    ):
         times.append(run_pass())
     return statistics.median(times)
 
@@ -523,11 +544,15 @@ def run(contender, args):
     notes = []
     ops["fill_sequential"] = count / contender.time_fill(sequential_path(args), pairs)
     reopen = reopen_in_child(args)
+
     def cold_pass():
         _pagecache.drop(sequential_path(args))
         return contender.time_cold_reads(sequential_path(args), keys)
 
-    seconds = cold_pass() if isinstance(contender, InMemoryDict) else median_pass(cold_pass)
+    if isinstance(contender, InMemoryDict):
+        seconds = cold_pass()
+    else:
+        seconds = median_pass(cold_pass, MIN_READ_SECONDS, max_passes=MAX_READ_PASSES)
     ops["read_cold"] = None if seconds is None else count / seconds
     if seconds is not None and not _pagecache.COLD:
         notes.append("read_cold ran on a warm page cache: this system has no posix_fadvise")
@@ -538,7 +563,10 @@ def run(contender, args):
         ("read_random", random_keys),
         ("read_hot", hot_keys),
     ]:
-        ops[workload] = count / median_pass(lambda: contender.time_reads(db, order))
+        seconds = median_pass(
+            lambda: contender.time_reads(db, order), MIN_READ_SECONDS, max_passes=MAX_READ_PASSES
+        )
+        ops[workload] = count / seconds
     check_contents(contender, db, sample, [], count)
     contender.close(db)
 
@@ -598,12 +626,7 @@ def main():
         seconds, bytes_per_key = measure_reopen(contender, args)
         print(json.dumps({"seconds": seconds, "bytes_per_key": bytes_per_key}))
         return
-    result = {
-        "contender": args.contender,
-        "implementation": contender.implementation,
-        "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
-        "durability": contender.durability,
-    }
+    result = describe(args.contender, contender)
     result.update(run(contender, args))
     print(json.dumps(result))
 
