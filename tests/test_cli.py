@@ -15,6 +15,7 @@ import pytest
 import semidbm
 
 from .test_format import put_record
+from .test_migrate import INTO_THE_DATABASE, files_of, output_into_database
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "semidbm")
 COMMANDS = [
@@ -63,14 +64,16 @@ def one_error_line(result, status=1):
     return lines[0]
 
 
+#: The records of the ``filled`` database.
+FILLED = {b"alpha": b"1", b"beta": b"two", b"bin\x00\xff": b"\x00\x01\x02"}
+
+
 @pytest.fixture
 def filled(tmp_path):
     """A database with a few keys, one binary."""
     path = tmp_path / "filled.db"
     with semidbm.open(path, "c") as database:
-        database[b"alpha"] = b"1"
-        database[b"beta"] = b"two"
-        database[b"bin\x00\xff"] = b"\x00\x01\x02"
+        database.update(FILLED)
     return path
 
 
@@ -198,6 +201,33 @@ def test_export_and_import_through_files_and_pipes(tool, filled, tmp_path):
     for name in ["from-file.db", "from-stdin.db"]:
         with semidbm.open(tmp_path / name) as database:
             assert dict(database.items()) == records
+
+
+def assert_intact(database, files):
+    """Check that the ``database`` directory still holds ``files`` and reads as ``filled``."""
+    assert files_of(database) == files
+    with semidbm.open(database) as reopened:
+        assert {key: reopened[key] for key in reopened.keys()} == FILLED
+
+
+@pytest.mark.parametrize("kind", INTO_THE_DATABASE)
+def test_export_refuses_to_write_into_the_database(tool, filled, tmp_path, kind):
+    output = output_into_database(kind, filled, tmp_path)
+    before = files_of(filled)
+    line = one_error_line(run(tool, "export", filled, output))
+    assert "refusing to write the dump to %s: it is" % output in line
+    assert "semidbm database %s" % filled in line
+    assert_intact(filled, before)
+
+
+def test_export_refuses_stdout_appending_to_the_database(tool, filled):
+    before = files_of(filled)
+    with open(filled / "data", "ab") as data:
+        result = subprocess.run(
+            tool + ["export", os.fspath(filled)], stdout=data, stderr=subprocess.PIPE, timeout=120
+        )
+    assert "refusing to write the dump to <stdout>: it is" in one_error_line(result)
+    assert_intact(filled, before)
 
 
 def test_convert_from_gnu_and_dumb(tool, tmp_path):

@@ -116,6 +116,64 @@ def test_malformed_dump_line_is_value_error_naming_it(dbopen, dbpath, line, mess
         assert dict(database.items()) == {b"first": b"ok"}
 
 
+#: The ways of naming an output that would land on or inside a database's directory.
+INTO_THE_DATABASE = ["data file", "symlink", "hard link", "new file inside", "symlinked directory"]
+
+
+def output_into_database(kind, database, place):
+    """A path of the ``kind`` leading into the ``database`` directory; links go in ``place``."""
+    if kind == "data file":
+        return database / "data"
+    if kind == "new file inside":
+        return database / "newfile"
+    link = place / "link"
+    if kind == "symlink":
+        link.symlink_to(database / "data")
+    elif kind == "hard link":
+        os.link(database / "data", link)
+    else:
+        link.symlink_to(database)
+        return link / "newfile"
+    return link
+
+
+def files_of(directory):
+    """Every file of ``directory``, by name, with its bytes: to show that nothing changed."""
+    return {path.name: path.read_bytes() for path in pathlib.Path(directory).iterdir()}
+
+
+@pytest.mark.parametrize("kind", INTO_THE_DATABASE)
+def test_export_refuses_to_write_into_the_database(dbopen, tmp_path, kind):
+    path = tmp_path / "source.db"
+    with dbopen(path, "c") as database:
+        fill(database, AWKWARD)
+    output = output_into_database(kind, path, tmp_path)
+    before = files_of(path)
+    with dbopen(path) as database:
+        with pytest.raises(semidbm.error, match="refusing to write the dump to .*semidbm database"):
+            migrate.export_dump(database, output)
+    assert files_of(path) == before
+    with dbopen(path) as database:
+        assert dict(database.items()) == AWKWARD
+
+
+def test_export_refuses_a_stream_on_a_database_file(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        fill(database, {b"k": b"v"})
+    before = files_of(dbpath)
+    with dbopen(dbpath) as database, open(dbpath / "data", "ab") as stream:
+        with pytest.raises(semidbm.error, match="refusing to write the dump to .*data"):
+            migrate.export_dump(database, stream)
+    assert files_of(dbpath) == before
+
+
+def test_export_to_a_path_writes_the_dump_there(dbopen, tmp_path):
+    with dbopen(tmp_path / "source.db", "c") as database:
+        fill(database, {b"k": b"v"})
+        assert migrate.export_dump(database, tmp_path / "dump.txt") == 1
+    assert (tmp_path / "dump.txt").read_bytes() == migrate.DUMP_HEADER.encode() + b"k v\n"
+
+
 def test_export_and_import_report_progress(dbopen, dbpath):
     with dbopen(dbpath, "c") as database:
         fill(database, {b"a": b"1", b"b": b"2"})

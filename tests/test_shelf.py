@@ -199,6 +199,57 @@ def test_json_shelf_refuses_other_objects_and_stores_nothing(tmp_path):
         assert "set" not in shelf
 
 
+def read_back(dbopen, dbpath):
+    """Every entry of the JSON shelf at ``dbpath``, reopened read-only."""
+    with Shelf(dbopen(dbpath, "r"), serializer="json") as shelf:
+        return dict(shelf)
+
+
+def test_json_writeback_refused_value_is_not_cached_and_close_writes_the_rest(dbopen, dbpath):
+    shelf = Shelf(dbopen(dbpath, "c"), writeback=True, serializer="json")
+    shelf["old"] = "kept"
+    for key, refused in [("bad", {1, 2}), ("old", b"bytes")]:
+        with pytest.raises(TypeError):
+            shelf[key] = refused
+    shelf["list"] = []
+    shelf["list"].append("appended")
+    with pytest.raises(KeyError):
+        shelf["bad"]
+    assert shelf["old"] == "kept"
+    shelf.close()
+    assert read_back(dbopen, dbpath) == {"old": "kept", "list": ["appended"]}
+
+
+def spoil_one_entry(shelf):
+    """Cache two lists in ``shelf``, then mutate the first into something JSON refuses."""
+    shelf["spoiled"] = []
+    shelf["list"] = []
+    shelf["spoiled"].append({1})
+    shelf["list"].append("kept")
+
+
+def test_json_writeback_close_writes_every_other_entry_then_raises(dbopen, dbpath):
+    shelf = Shelf(dbopen(dbpath, "c"), writeback=True, serializer="json")
+    spoil_one_entry(shelf)
+    database = shelf.dict
+    with pytest.raises(TypeError):
+        shelf.close()
+    assert database.closed
+    with pytest.raises(ValueError, match="closed"):
+        shelf["list"]
+    assert read_back(dbopen, dbpath) == {"spoiled": [], "list": ["kept"]}
+
+
+def test_json_writeback_sync_writes_every_other_entry_then_raises(dbopen, dbpath):
+    with Shelf(dbopen(dbpath, "c"), writeback=True, serializer="json") as shelf:
+        spoil_one_entry(shelf)
+        with pytest.raises(TypeError):
+            shelf.sync()
+        assert shelf["spoiled"] == []  # the refused mutation is dropped, the stored value read
+        shelf["list"].append("after")  # writeback goes on
+    assert read_back(dbopen, dbpath) == {"spoiled": [], "list": ["kept", "after"]}
+
+
 class RunsCode:
     """Unpickling this creates a file: what a hostile pickle could do, harmlessly."""
 

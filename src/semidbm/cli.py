@@ -156,7 +156,8 @@ def build_parser():
         run_export,
         "write a text dump of a database (one record a line)",
         "Write every record of DB, in key order, to a text dump: one "
-        "'KEY VALUE' line a record, both percent-encoded, so any bytes survive.",
+        "'KEY VALUE' line a record, both percent-encoded, so any bytes survive. "
+        "A DUMP inside DB, or one of DB's files under any name, is refused.",
     )
     sub.add_argument("database", metavar="DB")
     sub.add_argument("dump", metavar="DUMP", nargs="?", default="-", help="file (default: stdout)")
@@ -393,14 +394,18 @@ def run_convert(args):
 
 
 def run_export(args):
-    """``export``: a dump to a file or stdout (then nothing else on stdout)."""
+    """``export``: a dump to a file or stdout (then nothing else on stdout).
+
+    Refuses an output into the database itself (its data file, a link to
+    it, a new file in its directory), which would destroy it: migrate's
+    export_dump checks the path before opening it, and stdout before writing.
+    """
     with db.open(args.database) as database, Progress("exporting") as progress:
         if args.dump == "-":
             migrate.export_dump(database, sys.stdout.buffer, progress)
             sys.stdout.flush()
             return OK
-        with open(args.dump, "wb") as stream:
-            count = migrate.export_dump(database, stream, progress)
+        count = migrate.export_dump(database, args.dump, progress)
     print("exported {:,} records from {} to {}".format(count, args.database, args.dump))
     return OK
 

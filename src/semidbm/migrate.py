@@ -4,7 +4,9 @@
   :func:`dbm.open` opens (``dbm.gnu``, ``dbm.ndbm``, ``dbm.dumb``, and
   ``dbm.sqlite3`` on Pythons that have it) into a new semidbm database.
 - :func:`export_dump` and :func:`import_dump` write and read a dump: a
-  portable, binary-safe text file with one record a line.
+  portable, binary-safe text file with one record a line. An export
+  never writes into the database it reads (its files, links to them,
+  or anything in its directory): it refuses such an output.
 
 The dump format: ASCII text; lines starting with ``#`` are
 comments and blank lines are ignored; every other line is ``KEY VALUE``,
@@ -40,6 +42,9 @@ DUMP_HEADER = (
     "each byte not printable ASCII or space % # as %XX\n"
 )
 
+#: The message of a refused dump output: its name and why.
+_REFUSAL = "refusing to write the dump to %s: it is %s"
+
 
 def encode_field(data):
     """Return the bytes ``data`` as a dump field (a str of printable ASCII)."""
@@ -60,13 +65,31 @@ def decode_field(field):
     return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
 
 
-def export_dump(database, stream, progress=None):
-    """Write every record of the open semidbm ``database`` to the binary ``stream`` as a dump.
+def export_dump(database, output, progress=None):
+    """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
-    Records are written in key order, so dumps of equal databases are
-    equal. ``progress(done, total)``, if given, is called with the count
-    of records written. Returns that count.
+    ``output`` is a binary stream or the path of a file to create (or
+    replace). Records are written in key order, so dumps of equal
+    databases are equal. ``progress(done, total)``, if given, is called
+    with the count of records written. Returns that count.
+
+    An output that is one of the database's own files (by its name, a
+    symlink or a hard link) or anywhere inside its directory is refused
+    with :class:`semidbm.error`, before a path is opened or a stream
+    written to: writing there would destroy the database being read.
+    (Opening such a file with ``"wb"`` already truncates it: pass the path.)
     """
+    directory = os.path.dirname(database.path)
+    if isinstance(output, (str, bytes, os.PathLike)):
+        _refuse_path_in_database(output, directory)
+        with open(output, "wb") as stream:
+            return _write_dump(database, stream, progress)
+    _refuse_stream_in_database(output, directory)
+    return _write_dump(database, output, progress)
+
+
+def _write_dump(database, stream, progress):
+    """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`."""
     keys = sorted(database.keys())
     stream.write(DUMP_HEADER.encode("ascii"))
     for done, key in enumerate(keys, 1):
@@ -75,6 +98,51 @@ def export_dump(database, stream, progress=None):
         if progress is not None:
             progress(done, len(keys))
     return len(keys)
+
+
+def _refuse_path_in_database(output, directory):
+    """Raise :class:`semidbm.error` if the path ``output`` leads into the database ``directory``.
+
+    Refused: a path that resolves (symlinks and ``..`` followed, by
+    :func:`os.path.realpath`) to the directory or anything inside it, and
+    an existing file that is one of the database's files, however it is
+    named (a hard link has another path but the same device and inode).
+    """
+    output = os.fsdecode(os.fspath(output))
+    resolved, home = os.path.realpath(output), os.path.realpath(directory)
+    if os.path.commonpath([resolved, home]) == home:
+        raise DBMError(_REFUSAL % (output, "inside the semidbm database %s" % directory))
+    try:
+        info = os.stat(output)
+    except OSError:  # not there yet, so no database file; opening it says what else is wrong
+        return
+    _refuse_database_file(output, info, directory)
+
+
+def _refuse_stream_in_database(stream, directory):
+    """Raise :class:`semidbm.error` if the file under ``stream`` is one of ``directory``'s files.
+
+    Catches, for one, a shell appending standard output to the data file.
+    A stream with no file under it (``io.BytesIO``) passes.
+    """
+    try:
+        info = os.fstat(stream.fileno())
+    except (AttributeError, OSError):  # io.UnsupportedOperation is an OSError
+        return
+    _refuse_database_file(getattr(stream, "name", "the stream"), info, directory)
+
+
+def _refuse_database_file(name, info, directory):
+    """Raise :class:`semidbm.error` if ``info`` (a stat result) is a file's in ``directory``."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                same = os.path.samestat(entry.stat(), info)
+            except OSError:  # a dangling symlink: no file to overwrite
+                continue
+            if same:
+                what = "the file %s of the semidbm database %s" % (entry.name, directory)
+                raise DBMError(_REFUSAL % (name, what))
 
 
 def import_dump(stream, database, progress=None):

@@ -102,6 +102,11 @@ class Shelf(shelve.Shelf):
     :func:`make_serializer`. A read-only shelf (its database open with
     ``'r'``) with ``writeback=True`` drops its cache on ``sync()`` and
     ``close()`` instead of trying to write it back.
+
+    A value the serializer refuses (a set, with JSON) is refused when it
+    is assigned, and is never cached; ``sync()`` and ``close()`` write
+    every cached entry they can before raising for one that a mutation
+    made unserializable, and ``close()`` closes the database all the same.
     """
 
     def __init__(
@@ -128,21 +133,65 @@ class Shelf(shelve.Shelf):
         return value
 
     def __setitem__(self, key, value):
+        """Store ``value``; the serializer's refusal is raised at once and changes nothing.
+
+        The value is serialized before it is stored or cached, so with
+        ``writeback`` a value the serializer refuses never enters the
+        cache: the key keeps its old value, or stays missing.
+        """
+        self.dict[key.encode(self.keyencoding)] = self._serialize(value)
         if self.writeback:
             self.cache[key] = value
+
+    def _serialize(self, value):
+        """Return ``value`` as the bytes to store (a str from the serializer is stored as UTF-8)."""
         data = self.serializer.dumps(value)
         if isinstance(data, str):
             data = data.encode("utf-8")
-        self.dict[key.encode(self.keyencoding)] = data
+        return data
 
     def sync(self):
         """Write back cached entries (with ``writeback``) and sync the database.
 
-        A read-only database cannot take them: its cache is dropped.
+        Every cached entry the serializer takes is written and the cache
+        emptied, even if another entry, mutated in the cache, has become
+        something it refuses; the first refusal is then raised, that
+        entry keeping its last stored value. A read-only database cannot
+        take them: its cache is dropped.
         """
-        if self.writeback and self.cache and not getattr(self.dict, "writable", True):
-            self.cache = {}
-        super().sync()
+        try:
+            self._write_back()
+        finally:
+            super().sync()
+
+    def close(self):
+        """Write back cached entries (with ``writeback``) and close the database.
+
+        As with :meth:`sync`, a refused entry does not keep the others
+        from being written, nor the database from being closed; its error
+        is raised after.
+        """
+        try:
+            self._write_back()
+        finally:
+            super().close()
+
+    def _write_back(self):
+        """Empty the cache into the database, if it takes writes; raise the first refusal last."""
+        cache, self.cache = self.cache, {}
+        if not getattr(self.dict, "writable", True):
+            return
+        refusal = None
+        for key, value in cache.items():
+            try:
+                data = self._serialize(value)
+            except Exception as exc:  # the serializer's, whatever it raises
+                if refusal is None:
+                    refusal = exc
+                continue
+            self.dict[key.encode(self.keyencoding)] = data
+        if refusal is not None:
+            raise refusal
 
 
 def open_shelf(
