@@ -101,7 +101,7 @@ def test_kill_during_compaction_never_brings_deleted_keys_back(kernel, dbpath, s
         "copying": "_files.write_all = die",  # the header of the new file
         "before-fsync": "os.fsync = die",
         "before-rename": "os.replace = die",
-        "after-rename": "_files.fsync_directory = die",
+        "after-rename": "_files.Directory.fsync = die",
     }[step]
     run_child(
         kernel,
@@ -183,7 +183,7 @@ def test_kill_while_creating_a_database(kernel, dbpath, step):
     trap = {
         "after-mkdir": "db._lock.WriterLock = die",
         "before-rename": "os.replace = die",
-        "after-rename": "replace = os.replace\nos.replace = lambda *a: (replace(*a), die())",
+        "after-rename": "replace = os.replace\nos.replace = lambda *a, **k: (replace(*a, **k), die())",
     }[step]
     run_child(kernel, dbpath, trap + '\ndb.open_with(kernel, path, "c")\n')
     with db.open_with(kernel, dbpath, "c") as database:

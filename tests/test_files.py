@@ -50,10 +50,10 @@ def refuse_swaps(monkeypatch):
     """Make renaming over a file named ``data`` fail as Windows does while a reader has it open."""
     real = os.replace
 
-    def replace(source, target):
+    def replace(source, target, **where):
         if os.path.basename(target) == "data":
             raise PermissionError(13, "Access is denied", target)
-        real(source, target)
+        real(source, target, **where)
 
     monkeypatch.setattr(_files.os, "replace", replace)
 

@@ -60,7 +60,8 @@ def test_fixture_runs_the_kernel_it_names(request, kernel, dbopen, dbpath):
 @pytest.mark.parametrize(
     "name",
     ["__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__",
-     "sync", "compact", "close", "closed", "writable", "path"],
+     "keys", "values", "items", "sync", "compact", "refresh", "close", "closed", "writable",
+     "path", "_disown"],
 )
 def test_kernel_interface(kernel, name):
     assert hasattr(kernel.Store, name)

@@ -74,14 +74,15 @@ def examine(database_path, check_checksums=False, progress=None):
     """
     found = Examination(os.fsdecode(os.fspath(database_path)))
     try:
-        data_path, _ = db._prepare(found.path, "r", 0)  # checks, changes nothing
+        directory, _, _ = db._prepare(found.path, "r", 0)  # checks, changes nothing
+        directory.close()
     except OSError as exc:
         if isinstance(exc, error):
             raise
         raise _files.os_error(exc, "cannot open semidbm database") from None
     found.writer_active = _lock.writer_active(found.path)
     current = {}
-    with DataFile(data_path) as data:
+    with DataFile(directory.data_path) as data:
         found.file_size = data.size
         found.version = data.version
         try:

@@ -50,6 +50,7 @@ from posix.types cimport pid_t
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
+from .format import CHANGED_DURING_ITERATION, CHANGED_UNDER, DATA_NAME, SHRANK
 from .format import COMPACTING as _COMPACTING, MAX_LENGTH as _MAX_LENGTH
 from .format import PROGRESS_STEP as _PROGRESS_STEP, check_header
 
@@ -239,6 +240,7 @@ cdef inline void encode_header(char* out, Py_ssize_t key_size, Py_ssize_t value_
     store_be32(out + 4, <uint32_t>value_size)
 
 
+
 # --- The index: one slot per live key ---
 
 cdef packed struct Slot:
@@ -274,7 +276,8 @@ cdef struct LogParser:
     # Where a parse of the mapped log stands. Parsing reads the mapping
     # and writes here and to its blocks, nothing else: a thread of its
     # own can run it.
-    const char* map
+    const char* map       # the log from offset base on
+    uint64_t base
     uint64_t position     # of the next record
     uint64_t size         # where the log ends
     uint64_t ahead        # the log is prefetched up to here
@@ -294,6 +297,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     ahead of the parsing.
     """
     cdef const char* data = parser.map
+    cdef uint64_t base = parser.base
     cdef uint64_t position = parser.position
     cdef uint64_t size = parser.size
     cdef uint64_t ahead = parser.ahead
@@ -304,10 +308,10 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         if ahead < position:
             ahead = position
         while ahead < size and ahead - position < REPLAY_PREFETCH:
-            semidbm_prefetch(data + ahead)
+            semidbm_prefetch(data + (ahead - base))
             ahead += CACHE_LINE
-        key_size = <int32_t>load_be32(data + position)
-        value_size = <int32_t>load_be32(data + position + 4)
+        key_size = <int32_t>load_be32(data + (position - base))
+        value_size = <int32_t>load_be32(data + (position - base) + 4)
         if key_size < 0 or value_size < DELETED:
             parser.corrupt = True
             parser.key_size = key_size
@@ -319,7 +323,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         if record_end > size:
             break
         block[parsed].offset = position
-        block[parsed].hash = hash_key(data + position + LENGTHS_SIZE, key_size)
+        block[parsed].hash = hash_key(data + (position - base) + LENGTHS_SIZE, key_size)
         block[parsed].deleted = value_size == DELETED
         parsed += 1
         position = record_end
@@ -464,6 +468,8 @@ cdef class Store:
 
     cdef readonly object path
     cdef readonly bint writable
+    # The database directory, held open (see _files.Directory).
+    cdef object directory
     cdef int fd
     cdef bint verify
     cdef object guard
@@ -478,6 +484,8 @@ cdef class Store:
     cdef char* buffer
     cdef Py_ssize_t buffer_used
     cdef Py_ssize_t buffer_size
+    # A flush failed: the file may hold a first part of the buffer.
+    cdef bint unsettled
     # The hash table.
     cdef Slot* slots
     cdef size_t capacity
@@ -496,8 +504,9 @@ cdef class Store:
         self.buffer = NULL
         self.slots = NULL
 
-    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover, writer_active):
-        self.path = data_path
+    def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
+        self.directory = directory
+        self.path = directory.data_path
         self.writable = writable
         self.verify = verify_checksums
         self.guard = threading.RLock()
@@ -506,7 +515,7 @@ cdef class Store:
             self.buffer = <char*>malloc(buffer_size)
             if self.buffer == NULL:
                 raise MemoryError("cannot allocate a buffer of %d bytes" % buffer_size)
-        self.fd = _files.open_data(data_path, writable)
+        self.fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
             self.load(buffer_size, recover, writer_active)
         except BaseException:
@@ -521,7 +530,7 @@ cdef class Store:
             self.close()
 
     cdef void release(self) noexcept:
-        """Give back the file, the mapping and the memory, writing nothing."""
+        """Give back the file, the directory, the mapping and the memory, writing nothing."""
         self.unmap()
         if self.fd >= 0:
             semidbm_close(self.fd)
@@ -530,6 +539,12 @@ cdef class Store:
         self.buffer = NULL
         self.buffer_used = 0
         self.clear_index()
+        directory, self.directory = self.directory, None
+        if directory is not None:  # None after a collector's clearing, too
+            try:
+                directory.close()
+            except OSError:
+                pass
 
     cdef void clear_index(self) noexcept:
         free(self.slots)
@@ -576,22 +591,26 @@ cdef class Store:
         check_header(PyBytes_FromStringAndSize(self.map, HEADER_SIZE), self.path)
         self.clear_index()
         self.disk_end = size
-        self.disk_end = self.replay(HEADER_SIZE, size)
+        self.disk_end = self.replay(self.map, 0, HEADER_SIZE, size)
         if self.disk_end < size and not (writer_active is not None and writer_active()):
             if self.writable:
                 self.unmap()  # Windows cannot cut a mapped file
             _files.settle_tail(
-                self.fd, self.path, self.disk_end, size, self.writable, buffer_size, recover, 4
+                self.fd, self.directory, self.disk_end, size, self.writable, buffer_size, recover, 4
             )
             if self.map == NULL:
                 self.map_file(self.disk_end)
         return 0
 
-    cdef uint64_t replay(self, uint64_t position, uint64_t size) except? 0:
+    cdef uint64_t replay(self, const char* log, uint64_t base, uint64_t position,
+                         uint64_t size) except? 0:
         """Apply the log's records from ``position`` to ``size`` to the index.
 
-        Returns where parsing stopped: ``size``, or the start of an
-        incomplete last record. The mapping must cover ``size`` bytes.
+        ``log`` holds the file from offset ``base`` to ``size``: the
+        mapping (``base`` 0), or a copy. Returns where parsing stopped:
+        ``size``, or the start of an incomplete last record. Keys are
+        compared through ``record``: the mapping or, during a refresh,
+        the copy standing in for the buffer.
         Records are parsed in blocks (``parse_block``), then applied
         (``apply_block``). Parsing waits on the log's memory and the
         updates on the table's, about as long each: when this process
@@ -606,7 +625,8 @@ cdef class Store:
         cdef size_t parsed = REPLAY_BLOCK
         cdef ParseRing* ring = NULL
         cdef bint handed_over = False
-        parser.map = self.map
+        parser.map = log
+        parser.base = base
         parser.position = position
         parser.size = size
         parser.ahead = position
@@ -946,7 +966,11 @@ cdef class Store:
         return 0
 
     cdef int write_failed(self, int number) except -1:
-        """Cut off what a failed write left and raise; close the store if that fails too."""
+        """A record written straight failed: cut off what of it reached the file and raise.
+
+        That partial record is the last thing in the file, and no reader
+        indexes a partial record. If the cut fails too, the store is closed.
+        """
         try:
             os.ftruncate(self.fd, self.disk_end)
         except OSError:
@@ -964,16 +988,29 @@ cdef class Store:
         return 0
 
     cdef int flush(self) except -1:
-        """Apply pending index updates and write the buffer to the file (no fsync)."""
+        """Apply pending index updates and write the buffer to the file (no fsync).
+
+        If the write fails (a full disk), what reached the file stays
+        there, the buffer keeps every record, and ``unsettled`` makes the
+        next flush resume where the file ends: the file is this writer's
+        alone, so its size says how much was written. The file never
+        shrinks under a reader (docs/FORMAT.md, "Writing").
+        """
         cdef int failure
+        cdef Py_ssize_t done = 0
         if self.pending_count:
             self.apply_pending()
         if self.buffer_used:
-            failure = self.write_out(self.buffer, self.buffer_used)
+            if self.unsettled:
+                written = os.fstat(self.fd).st_size - self.disk_end
+                done = min(max(written, 0), self.buffer_used)
+            self.unsettled = True
+            failure = self.write_out(self.buffer + done, self.buffer_used - done)
             if failure:
-                self.write_failed(failure)
+                self.raise_os_error(failure, "cannot write to %s" % self.path)
             used = self.buffer_used
             self.buffer_used = 0
+            self.unsettled = False
             self.grew(used)
         return 0
 
@@ -1060,27 +1097,27 @@ cdef class Store:
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
         cdef Py_ssize_t slot = self.find(key, key_size, hash_key(key, key_size))
-        cdef uint64_t offset
-        cdef const char* found
-        cdef const char* value
-        cdef Py_ssize_t value_size
-        cdef uint32_t expected
         if slot < 0:
             raise KeyError(original)
-        offset = self.slots[slot].offset
-        found = self.record(offset)
-        value_size = <int32_t>load_be32(found + 4)
+        return self.value_at(self.slots[slot].offset, key_size)
+
+    cdef inline object value_at(self, uint64_t offset, Py_ssize_t key_size):
+        """The value of the record at ``offset``, whose key is ``key_size`` bytes long."""
+        cdef const char* found = self.record(offset)
+        cdef const char* value
+        cdef Py_ssize_t value_size = <int32_t>load_be32(found + 4)
+        cdef uint32_t expected
         if offset < self.disk_end and (
             value_size < 0 or offset + RECORD_OVERHEAD + key_size + value_size > self.disk_end
         ):
-            raise DBMError("%s changed under the open database at offset %d" % (self.path, offset))
+            raise DBMError(CHANGED_UNDER % (self.path, offset))
         value = found + LENGTHS_SIZE + key_size
         if self.verify:
             expected = load_be32(value + value_size)
             if crc32(0, found + LENGTHS_SIZE, key_size + value_size) != expected:
                 raise DBMChecksumError(
                     "%s: checksum mismatch in the value of key %r at offset %d"
-                    % (self.path, PyBytes_FromStringAndSize(key, key_size),
+                    % (self.path, PyBytes_FromStringAndSize(found + LENGTHS_SIZE, key_size),
                        offset + LENGTHS_SIZE + key_size)
                 )
         return PyBytes_FromStringAndSize(value, value_size)
@@ -1139,6 +1176,47 @@ cdef class Store:
             self.apply_pending()
         return KeyIterator(self)
 
+    def keys(self):
+        """Return a list of all keys, taken atomically."""
+        return self.snapshot(True, False)
+
+    def values(self):
+        """Return a list of all values, in the order of ``keys()``, taken atomically."""
+        return self.snapshot(False, True)
+
+    def items(self):
+        """Return a list of all ``(key, value)`` pairs, taken atomically."""
+        return self.snapshot(True, True)
+
+    cdef list snapshot(self, bint keys, bint values):
+        """The keys, the values or ``(key, value)`` pairs, in table order.
+
+        Runs in C without releasing the GIL: no other thread changes the
+        table meanwhile.
+        """
+        cdef list result = []
+        cdef size_t index
+        cdef uint64_t offset
+        cdef Py_ssize_t key_size
+        cdef const char* record
+        self.check_open()
+        if self.pending_count:
+            self.apply_pending()
+        for index in range(self.capacity):
+            offset = self.slots[index].offset
+            if offset == 0:
+                continue
+            record = self.record(offset)
+            key_size = <int32_t>load_be32(record)
+            if not values:
+                result.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
+            elif not keys:
+                result.append(self.value_at(offset, key_size))
+            else:
+                result.append((PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size),
+                               self.value_at(offset, key_size)))
+        return result
+
     @property
     def closed(self):
         """True once the store has been closed."""
@@ -1178,16 +1256,16 @@ cdef class Store:
             self.flush()
             self.busy = True
             try:
-                temporary, _ = _files.write_compacted(
-                    self.path, self.fd, lambda out: self.write_live(out, progress)
+                _files.write_compacted(
+                    self.directory, self.fd, lambda out: self.write_live(out, progress)
                 )
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
-                replaced, failure = _files.install_compacted(temporary, self.path)
+                replaced, failure = _files.install_compacted(self.directory)
                 self.clear_index()
                 try:
-                    self.fd = _files.open_data(self.path, True)
+                    self.fd = self.directory.open_data(True)
                     self.load(self.buffer_size, False, None)
                 except BaseException:
                     self.release()
@@ -1203,8 +1281,10 @@ cdef class Store:
         Records the writer has flushed are added; an incomplete last
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
-        corrupt record raises DBMLoadError and closes the reader. A
-        writer's own store is always current: for it this does nothing.
+        corrupt record, or a data file cut shorter than the log this
+        reader has read (``format.SHRANK``), raises and closes the
+        reader. A writer's own store is always current: for it this does
+        nothing.
         """
         cdef uint64_t size, end
         with self.guard:
@@ -1212,12 +1292,12 @@ cdef class Store:
             if self.writable or self.owner:
                 return
             try:
-                current = os.stat(self.path)
+                current = self.directory.stat(DATA_NAME)
                 opened = os.fstat(self.fd)
             except OSError as exc:
                 raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
             if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
-                fd = _files.open_data(self.path, False)
+                fd = self.directory.open_data(False)
                 self.busy = True
                 try:
                     self.unmap()
@@ -1230,17 +1310,38 @@ cdef class Store:
                     raise
                 finally:
                     self.busy = False
+            elif opened.st_size < self.disk_end:
+                self.release()  # what it indexed is gone
+                raise DBMError(SHRANK % (self.path, opened.st_size, self.disk_end))
             elif opened.st_size > self.disk_end:
-                size = opened.st_size
-                self.map_file(size)
-                end = self.disk_end
-                # During the replay, records up to size are in the mapping (not the buffer).
-                self.disk_end = size
-                try:
-                    self.disk_end = self.replay(end, size)
-                except BaseException:
-                    self.release()  # a corrupt log: nothing after it can be trusted
-                    raise
+                self.catch_up(opened.st_size)
+
+    cdef int catch_up(self, uint64_t size) except -1:
+        """A reader's refresh: replay the log from ``disk_end`` to ``size``.
+
+        The new part is read into a copy, not through the mapping: a
+        write failing at this moment may cut a partial last record, and
+        the mapping would read zeros or fault there. During the replay
+        the copy stands in for the (reader's empty) buffer, so that
+        ``record`` finds the new keys. Complete records are never cut, so
+        the mapping serves them afterwards. A corrupt log closes the
+        reader: nothing after it can be trusted (docs/FORMAT.md, "Readers").
+        """
+        cdef uint64_t end = self.disk_end
+        new = _files.read_up_to(self.fd, size - end, end)
+        if not new:
+            return 0
+        self.map_file(end + len(new))
+        self.buffer = <char*>PyBytes_AS_STRING(new)
+        try:
+            self.disk_end = self.replay(self.buffer, end, end, end + len(new))
+        except BaseException:
+            self.buffer = NULL
+            self.release()
+            raise
+        finally:
+            self.buffer = NULL
+        return 0
 
     def _disown(self):
         """Become read-only without ever writing (in a child made by ``fork()``).
@@ -1272,10 +1373,10 @@ cdef class Store:
                 key_size = <int32_t>load_be32(record)
                 value_size = <int32_t>load_be32(record + 4)
                 if key_size < 0 or value_size < DELETED or self.disk_end - position < RECORD_OVERHEAD:
-                    raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
+                    raise DBMError(CHANGED_UNDER % (self.path, position))
                 size = RECORD_OVERHEAD + key_size + (value_size if value_size > 0 else 0)
                 if <uint64_t>size > self.disk_end - position:
-                    raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
+                    raise DBMError(CHANGED_UNDER % (self.path, position))
                 if value_size != DELETED:
                     slot = self.find(record + LENGTHS_SIZE, key_size,
                                      hash_key(record + LENGTHS_SIZE, key_size))
@@ -1353,7 +1454,7 @@ cdef class KeyIterator:
         if store.pending_count:
             store.apply_pending()
         if store.version != self.version:
-            raise RuntimeError("semidbm database changed size during iteration")
+            raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
         while self.position < store.capacity:
             self.position += 1
             if store.slots[self.position - 1].offset != 0:

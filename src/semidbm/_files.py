@@ -15,6 +15,7 @@ from .errors import DBMError, DBMLoadError, TornTailWarning
 from .format import (
     CHECKSUM_SIZE,
     COMPACT_NAME,
+    DATA_NAME,
     HEADER,
     LENGTHS_SIZE,
     TORN_PREFIX,
@@ -46,8 +47,8 @@ else:  # Windows has no pread; nothing else moves this descriptor's offset.
         return os.read(fd, size)
 
 
-def read_exactly(fd, size, offset, path):
-    """Read exactly ``size`` bytes at ``offset``; only the end of the file stops it short.
+def read_up_to(fd, size, offset):
+    """Read ``size`` bytes at ``offset``, fewer only where the file ends.
 
     One read may return less than asked without being at the end (Linux
     moves at most about 2 GiB per call, Windows at most 2**31 - 1 bytes),
@@ -60,13 +61,21 @@ def read_exactly(fd, size, offset, path):
         while done < size:
             part = read_at(fd, size - done, offset + done)
             if not part:
-                raise DBMError(
-                    "%s: expected %d bytes at offset %d, the file ended after %d"
-                    % (path, size, offset, done)
-                )
+                break
             parts.append(part)
             done += len(part)
         data = b"".join(parts)
+    return data
+
+
+def read_exactly(fd, size, offset, path):
+    """Read exactly ``size`` bytes at ``offset``; DBMError if the file ends first."""
+    data = read_up_to(fd, size, offset)
+    if len(data) < size:
+        raise DBMError(
+            "%s: expected %d bytes at offset %d, the file ended after %d"
+            % (path, size, offset, len(data))
+        )
     return data
 
 
@@ -93,42 +102,17 @@ def fsync_directory(path):
         os.close(fd)
 
 
-def create_file(path, contents, mode):
-    """Create ``path`` holding ``contents`` with permissions ``mode`` (minus umask), flushed to disk.
+def cut_torn_tail(fd, directory, offset):
+    """Cut the data file (open as ``fd``) back to ``offset``, keeping the cut bytes.
 
-    An existing file is truncated.
+    The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` in the
+    database's ``directory`` (``.1``, ``.2`` ... added if that name is
+    taken), flushed to disk before the data file is truncated, so a wrong
+    guess about what is torn never destroys anything; if they cannot be
+    kept, nothing is cut. Returns the name of the kept file.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
-    try:
-        write_all(fd, contents)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def unused_name(path):
-    """Return ``path``, or ``path.1``, ``path.2`` ... whichever names no existing file."""
-    candidate = path
-    number = 0
-    while os.path.lexists(candidate):
-        number += 1
-        candidate = "%s.%d" % (path, number)
-    return candidate
-
-
-def cut_torn_tail(fd, data_path, offset):
-    """Cut ``data_path`` (open as ``fd``) back to ``offset``, keeping the cut bytes.
-
-    The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` beside
-    the data file (a free name is found if that one is taken), flushed to
-    disk before the data file is truncated, so a wrong guess about what
-    is torn never destroys anything; if they cannot be kept, nothing is
-    cut. Returns the path of the kept bytes.
-    """
-    directory = os.path.dirname(data_path)
-    keep_path = unused_name(os.path.join(directory, "%s%d" % (TORN_PREFIX, offset)))
     end = os.fstat(fd).st_size
-    keep_fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666)
+    keep_fd, keep_name = directory.create_unused("%s%d" % (TORN_PREFIX, offset))
     try:
         try:
             position = offset
@@ -144,14 +128,14 @@ def cut_torn_tail(fd, data_path, offset):
     except BaseException:
         # A partial copy (the disk is full, say) keeps nothing: remove it.
         try:
-            os.remove(keep_path)
+            directory.remove(keep_name)
         except OSError:
             pass
         raise
-    fsync_directory(directory)
+    directory.fsync()
     os.ftruncate(fd, offset)
     os.fsync(fd)
-    return keep_path
+    return keep_name
 
 
 def log_goes_on(fd, start, size):
@@ -187,7 +171,7 @@ def log_goes_on(fd, start, size):
     return False
 
 
-def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel):
+def settle_tail(fd, directory, end, size, writable, buffer_size, recover, stacklevel):
     """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
 
     The tail is torn, left out with a TornTailWarning, when it is no
@@ -202,6 +186,7 @@ def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel)
     """
     if end == size:
         return
+    path = directory.data_path
     tail = size - end
     if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size):
         raise DBMLoadError(
@@ -216,7 +201,7 @@ def settle_tail(fd, path, end, size, writable, buffer_size, recover, stacklevel)
     )
     if writable:
         try:
-            cut_torn_tail(fd, path, end)
+            cut_torn_tail(fd, directory, end)
         except OSError as exc:
             raise os_error(exc, "cannot cut the torn tail of %s" % path) from None
 
@@ -230,20 +215,19 @@ def open_data(path, writable):
         raise os_error(exc, "cannot open semidbm data file") from None
 
 
-def write_compacted(data_path, fd, write_records):
-    """Write a compacted copy of ``data_path`` (open as ``fd``) beside it, flushed to disk.
+def write_compacted(directory, fd, write_records):
+    """Write a compacted copy of the data file (open as ``fd``) beside it, flushed to disk.
 
-    The copy gets the data file's permissions and header;
-    ``write_records(out_fd)`` writes the live records after the header.
-    Returns the copy's path and what ``write_records`` returned. On
-    failure the copy is removed and the error raised as a DBMError.
+    The copy, ``data.compact`` in ``directory``, gets the data file's
+    permissions and header; ``write_records(out_fd)`` writes the live
+    records after the header. Returns what ``write_records`` returned.
+    On failure the copy is removed and the error raised as a DBMError.
     """
-    temporary = os.path.join(os.path.dirname(data_path), COMPACT_NAME)
     try:
         mode = os.fstat(fd).st_mode & 0o7777
-        out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
+        out = directory.open(COMPACT_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
         try:
-            os.chmod(temporary, mode)
+            directory.chmod(out, COMPACT_NAME, mode)
             write_all(out, HEADER)
             result = write_records(out)
             os.fsync(out)
@@ -251,16 +235,16 @@ def write_compacted(data_path, fd, write_records):
             os.close(out)
     except BaseException as exc:
         try:
-            os.remove(temporary)
+            directory.remove(COMPACT_NAME)
         except OSError:
             pass
         if isinstance(exc, OSError) and not isinstance(exc, DBMError):
-            raise os_error(exc, "cannot compact %s" % data_path) from None
+            raise os_error(exc, "cannot compact %s" % directory.data_path) from None
         raise
-    return temporary, result
+    return result
 
 
-def install_compacted(temporary, data_path):
+def install_compacted(directory):
     """Rename the compacted copy over the data file, then flush the directory.
 
     The caller has closed the data file first: Windows cannot rename over
@@ -272,14 +256,142 @@ def install_compacted(temporary, data_path):
     """
     replaced = False
     try:
-        os.replace(temporary, data_path)
+        directory.replace(COMPACT_NAME, DATA_NAME)
         replaced = True
-        fsync_directory(os.path.dirname(data_path))
+        directory.fsync()
     except OSError as exc:
         if not replaced:
             try:
-                os.remove(temporary)
+                directory.remove(COMPACT_NAME)
             except OSError:
                 pass
-        return replaced, os_error(exc, "cannot compact %s" % data_path)
+        return replaced, os_error(exc, "cannot compact %s" % directory.data_path)
     return replaced, None
+
+
+class Directory:
+    """A database directory, held open so that renaming it redirects nothing.
+
+    Every file operation after opening goes through the open directory
+    (the POSIX ``*at`` calls, Python's ``dir_fd=``): a database whose
+    directory is renamed while it is open keeps working on its own files,
+    and never touches whatever is later made at its old path. Windows has
+    no ``dir_fd``, and refuses to rename a directory with open files in
+    it; there ``fd`` is None and the operations take the path
+    (docs/FORMAT.md, "The directory").
+
+    ``path`` is the directory's path when it was opened (for messages).
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.data_path = os.path.join(path, DATA_NAME)
+        self.fd = None
+        if os.name != "nt":
+            directory = getattr(os, "O_DIRECTORY", 0)
+            try:
+                self.fd = os.open(path, os.O_RDONLY | directory)
+            except PermissionError:
+                # Search permission alone (--x) lets a reader open the data
+                # file by name; Linux's O_PATH needs no more.
+                if not hasattr(os, "O_PATH"):
+                    raise
+                self.fd = os.open(path, os.O_PATH | directory)
+
+    def _name(self, name):
+        """What to pass for ``name`` with ``dir_fd=self.fd``."""
+        return name if self.fd is not None else os.path.join(self.path, name)
+
+    def open(self, name, flags, mode=0o777):
+        """``os.open`` of the file ``name`` in the directory."""
+        return os.open(self._name(name), flags, mode, dir_fd=self.fd)
+
+    def open_data(self, writable):
+        """Open the data file: read-only, or for appending; errors as DBMError."""
+        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
+        try:
+            return self.open(DATA_NAME, flags | BINARY)
+        except OSError as exc:
+            raise os_error(exc, "cannot open semidbm data file") from None
+
+    def stat(self, name):
+        """``os.stat`` of ``name`` in the directory (the link itself, not a target)."""
+        return os.stat(self._name(name), dir_fd=self.fd, follow_symlinks=False)
+
+    def exists(self, name):
+        """True if ``name`` exists in the directory (a dangling link counts)."""
+        try:
+            self.stat(name)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def listdir(self):
+        """The names in the directory."""
+        return os.listdir(self.fd if self.fd is not None else self.path)
+
+    def replace(self, source, target):
+        """Rename ``source`` over ``target``, both in the directory."""
+        os.replace(
+            self._name(source), self._name(target), src_dir_fd=self.fd, dst_dir_fd=self.fd
+        )
+
+    def remove(self, name):
+        """Remove the file ``name``."""
+        os.remove(self._name(name), dir_fd=self.fd)
+
+    def rmdir(self, name):
+        """Remove the empty subdirectory ``name``."""
+        os.rmdir(self._name(name), dir_fd=self.fd)
+
+    def chmod(self, fd, name, mode):
+        """Give the file ``name``, open as ``fd``, the permissions ``mode`` (no umask)."""
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        else:
+            os.chmod(self._name(name), mode)
+
+    def create_unused(self, name):
+        """Create a new file ``name``, or ``name.1``, ``name.2`` ... if taken; return ``(fd, name)``."""
+        candidate, number = name, 0
+        while True:
+            try:
+                return self.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666), candidate
+            except FileExistsError:
+                number += 1
+                candidate = "%s.%d" % (name, number)
+
+    def create_file(self, name, contents, mode):
+        """Create ``name`` holding ``contents`` (``mode`` less the umask), flushed to disk.
+
+        An existing file is truncated.
+        """
+        fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
+        try:
+            write_all(fd, contents)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def fsync(self):
+        """Flush the directory's entries to disk, so a new or renamed file survives a crash.
+
+        Windows cannot open a directory for this and flushes the metadata
+        of a rename itself, so there it does nothing.
+        """
+        if self.fd is not None:
+            os.fsync(self.fd)
+
+    def close(self):
+        """Close the directory; closing again does nothing.
+
+        Later operations fail (a closed descriptor); they never fall back
+        to the path.
+        """
+        fd = self.fd
+        if fd is not None and fd >= 0:
+            self.fd = -1
+            os.close(fd)
+
+    def __del__(self):
+        self.close()

@@ -3,8 +3,9 @@
 Both kernels offer the same interface, so the API layer (``semidbm.db``)
 runs on either:
 
-``Store(data_path, writable, buffer_size, verify_checksums, recover, writer_active)``
-    Opens the data file ``data_path`` (which must exist and start with a
+``Store(directory, writable, buffer_size, verify_checksums, recover, writer_active)``
+    Opens the data file of ``directory`` (a ``_files.Directory``, which
+    the store then owns and closes; the file must exist and start with a
     header) and rebuilds the index from its log. ``writer_active`` is
     None for a writer; for a reader, a function that says whether a
     writer holds the database's lock, called only when the log ends in
@@ -14,9 +15,12 @@ runs on either:
 ``len(store)``, ``iter(store)``
     Item access. Keys are str (stored as UTF-8) or bytes-like; values
     likewise, and come back as bytes.
+``store.keys()``, ``store.values()``, ``store.items()``
+    Lists, each a snapshot taken atomically.
 ``store.sync()``, ``store.compact(progress=None)``, ``store.close()``, ``store.closed``,
-``store.writable``, ``store.path``
-    Flushing, compaction (FORMAT.md), releasing the file.
+``store.writable``, ``store.path``, ``store.refresh()``
+    Flushing, compaction, a reader's catching up, releasing the file
+    (docs/FORMAT.md).
 
 Both write the same bytes for the same operations and raise the same
 errors; the test suite runs against each.
@@ -31,13 +35,18 @@ from zlib import crc32
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
+    CHANGED_DURING_ITERATION,
+    CHANGED_UNDER,
     CHECKSUM_SIZE,
     COMPACTING,
+    DATA_NAME,
     DELETED,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
+    INTERRUPTED,
     PROGRESS_STEP,
+    SHRANK,
     check_header,
 )
 
@@ -82,22 +91,25 @@ def as_value(value):
     return view.tobytes()
 
 
-def replay_log(data, index, position, path):
-    """Apply the records of ``data`` (the whole file) from ``position`` on to ``index``.
+def replay_log(data, index, position, path, base=0):
+    """Apply the records of ``data`` from ``position`` on to ``index``.
 
-    The index maps each live key to the offset and length of its value.
-    Returns the offset where parsing stopped: the end of the file, or the
-    start of an incomplete last record. Negative lengths are corruption
-    and raise DBMLoadError naming the offset.
+    ``data`` holds the file from offset ``base`` on (the whole file when
+    0); offsets, in and out, are the file's. The index maps each live key
+    to the offset and length of its value. Returns the offset where
+    parsing stopped: the end of ``data``, or the start of an incomplete
+    last record. Negative lengths are corruption and raise DBMLoadError
+    naming the offset.
     """
     size = len(data)
+    position -= base
     unpack_lengths = _LENGTHS.unpack_from
     while size - position >= LENGTHS_SIZE:
         key_length, value_length = unpack_lengths(data, position)
         if key_length < 0 or value_length < DELETED:
             raise DBMLoadError(
                 "%s: corrupt record at offset %d (key length %d, value length %d)"
-                % (path, position, key_length, value_length)
+                % (path, base + position, key_length, value_length)
             )
         key_start = position + LENGTHS_SIZE
         value_start = key_start + key_length
@@ -111,9 +123,17 @@ def replay_log(data, index, position, path):
         if value_length == DELETED:
             index.pop(key, None)
         else:
-            index[key] = (value_start, value_length)
+            index[key] = (base + value_start, value_length)
         position = record_end
-    return position
+    return base + position
+
+
+def map_file(fd, path):
+    """Map the whole file ``fd`` read-only; failure is a DBMError naming ``path``."""
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise _files.os_error(exc, "cannot map %s" % path) from None
 
 
 def load_index(fd, path):
@@ -124,7 +144,7 @@ def load_index(fd, path):
     size = os.fstat(fd).st_size
     if size < HEADER_SIZE:
         check_header(_files.read_at(fd, size, 0), path)
-    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+    with map_file(fd, path) as data:
         check_header(data[:HEADER_SIZE], path)
         index = {}
         end = replay_log(data, index, HEADER_SIZE, path)
@@ -150,39 +170,54 @@ class Store:
     """An open data file: the index, the append buffer and the file descriptor.
 
     A re-entrant lock makes each operation atomic for threads sharing the
-    store.
+    store. Code that interrupts an operation in its own thread (a signal
+    handler, a finalizer) and uses the store meanwhile is refused with
+    ``format.INTERRUPTED``: ``_busy`` holds the message while an
+    operation runs.
+
+    Writes go through the buffer: ``_disk_end`` is where the file is known
+    to end, and the buffer holds the log's bytes from there on, so a read
+    finds every record either below ``_disk_end`` in the file or in the
+    buffer, at every moment. A flush writes the buffer and only then
+    drops it; ``_unsettled`` says a flush began and did not finish (it
+    failed, or an exception from a signal handler cut it short), and the
+    next flush resumes where the file ends (``_flush``).
     """
 
     __slots__ = (
         "path",
         "writable",
+        "_directory",
         "_fd",
         "_index",
         "_buffer",
         "_buffer_size",
         "_disk_end",
+        "_unsettled",
         "_verify",
         "_guard",
         "_owner",
         "_busy",
     )
 
-    def __init__(self, data_path, writable, buffer_size, verify_checksums, recover, writer_active):
+    def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
         self._fd = -1
-        self.path = data_path
+        self._directory = directory
+        self.path = directory.data_path
         self.writable = writable
         self._buffer = bytearray()
         self._buffer_size = buffer_size
+        self._unsettled = False
         self._verify = verify_checksums
         self._guard = threading.RLock()
         self._owner = None
-        self._busy = False
-        fd = _files.open_data(data_path, writable)
+        self._busy = None
+        fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
-            self._index, self._disk_end, size = load_index(fd, data_path)
+            self._index, self._disk_end, size = load_index(fd, self.path)
             if self._disk_end < size and not (writer_active is not None and writer_active()):
                 _files.settle_tail(
-                    fd, data_path, self._disk_end, size, writable, buffer_size, recover, 5
+                    fd, directory, self._disk_end, size, writable, buffer_size, recover, 5
                 )
         except BaseException:
             os.close(fd)
@@ -195,10 +230,10 @@ class Store:
         return self._fd < 0
 
     def _check_open(self):
-        # The lock is ours, so a compaction in progress is this thread's:
-        # its progress callback is using the database.
+        # The lock is ours, so an operation in progress is this thread's:
+        # a progress callback or a signal handler is using the database.
         if self._busy:
-            raise DBMError(COMPACTING % self.path)
+            raise DBMError(self._busy % self.path)
         if self._fd < 0:
             raise DBMError("semidbm database %s is closed" % self.path)
 
@@ -230,24 +265,54 @@ class Store:
         with self._guard:
             self._check_open()
             index = self._index
-        for key in index:
+        keys = iter(index)
+        while True:
             if self._busy:
                 # Taking the guard waits for another thread's compaction to
-                # end; in the compacting thread (a progress callback) the
-                # check then refuses.
+                # end; in the thread running the operation the check refuses.
                 with self._guard:
                     self._check_open()
             if self._fd < 0:
                 raise DBMError("semidbm database %s was closed during iteration" % self.path)
+            try:
+                key = next(keys)
+            except StopIteration:
+                return
+            except RuntimeError:  # the dict gained or lost keys
+                raise RuntimeError(CHANGED_DURING_ITERATION % self.path) from None
             if self._index is not index:
-                # A compaction rebuilt the index, as the compiled kernel's
-                # table is rebuilt: its iterators stop the same way.
-                raise RuntimeError("semidbm database changed size during iteration")
+                # A compaction or a refresh after one rebuilt the index, as
+                # the compiled kernel's table is rebuilt.
+                raise RuntimeError(CHANGED_DURING_ITERATION % self.path)
             yield key
+
+    def keys(self):
+        """Return a list of all keys, taken atomically."""
+        with self._guard:
+            self._check_open()
+            return list(self._index)
+
+    def values(self):
+        """Return a list of all values, in the order of ``keys()``, taken atomically."""
+        return [value for _, value in self.items()]
+
+    def items(self):
+        """Return a list of all ``(key, value)`` pairs, taken atomically."""
+        with self._guard:
+            self._check_open()
+            self._busy = INTERRUPTED
+            try:
+                return [
+                    (key, self._read(key, offset, length))
+                    for key, (offset, length) in self._index.items()
+                ]
+            finally:
+                self._busy = None
 
     def __getitem__(self, key):
         with self._guard:
-            self._check_open()
+            if self._busy or self._fd < 0:
+                self._check_open()
             original = key
             if type(key) is not bytes:
                 key = as_key(key)
@@ -255,15 +320,25 @@ class Store:
                 offset, length = self._index[key]
             except KeyError:
                 raise KeyError(original) from None
-            read_length = length + CHECKSUM_SIZE if self._verify else length
-            start = offset - self._disk_end
-            if start >= 0:
-                data = bytes(self._buffer[start : start + read_length])
-            else:
-                try:
-                    data = _files.read_exactly(self._fd, read_length, offset, self.path)
-                except OSError as exc:
-                    raise _files.os_error(exc, "cannot read %s" % self.path) from None
+            self._busy = INTERRUPTED
+            try:
+                return self._read(key, offset, length)
+            finally:
+                self._busy = None
+
+    def _read(self, key, offset, length):
+        """The value of ``key``, ``length`` bytes at ``offset``: from the buffer or the file."""
+        read_length = length + CHECKSUM_SIZE if self._verify else length
+        start = offset - self._disk_end
+        if start >= 0:
+            data = bytes(self._buffer[start : start + read_length])
+        else:
+            try:
+                data = _files.read_exactly(self._fd, read_length, offset, self.path)
+            except OSError as exc:
+                if isinstance(exc, DBMError):
+                    raise
+                raise _files.os_error(exc, "cannot read %s" % self.path) from None
         if not self._verify:
             return data
         value = data[:length]
@@ -285,8 +360,7 @@ class Store:
                 value = as_value(value)
             if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
                 raise ValueError(_TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
-            offset = self._append(_encode_put(key, value))
-            self._index[key] = (offset + LENGTHS_SIZE + len(key), len(value))
+            self._append(key, _encode_put(key, value), LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
         with self._guard:
@@ -295,50 +369,83 @@ class Store:
             key = as_key(key)
             if key not in self._index:
                 raise KeyError(original)
-            self._append(_encode_delete(key))
-            del self._index[key]
+            self._append(key, _encode_delete(key), 0, DELETED)
 
-    def _append(self, record):
-        """Add ``record`` to the log and return its offset.
+    def _append(self, key, record, value_start, value_length):
+        """Add ``record`` (of ``key``; ``value_length`` DELETED for a delete) to the log and the index.
 
         The buffer is written out first when the record would overflow
-        it; a record larger than the buffer goes straight to the file.
-        If writing fails, the record is not in the log and the error
-        propagates.
+        it; a record larger than the buffer goes to the file at once. If
+        writing fails, the record is not in the log and the error
+        propagates. The record enters the buffer and the index with no
+        call in between, where a signal handler could run.
         """
-        if len(self._buffer) + len(record) > self._buffer_size:
-            self._flush()
-            if len(record) > self._buffer_size:
-                offset = self._disk_end
-                self._write(record)
-                return offset
-        offset = self._disk_end + len(self._buffer)
-        self._buffer += record
-        return offset
-
-    def _write(self, data):
-        """Append ``data`` to the file; on failure cut off any part written."""
+        self._busy = INTERRUPTED
         try:
-            _files.write_all(self._fd, data)
+            if self._buffer and len(self._buffer) + len(record) > self._buffer_size:
+                self._flush()
+            previous = self._index.get(key)
+            oversize = len(record) > self._buffer_size
+            offset = self._disk_end + len(self._buffer)
+            self._buffer += record
+            if value_length == DELETED:
+                del self._index[key]
+            else:
+                self._index[key] = (offset + value_start, value_length)
+            if oversize:
+                try:
+                    self._flush()
+                except DBMError:
+                    self._take_back(key, previous)
+                    raise
+        finally:
+            self._busy = None
+
+    def _take_back(self, key, previous):
+        """Undo the append of a record larger than the buffer, whose write failed.
+
+        The buffer held that record alone; what of it reached the file is
+        cut off (a partial record no reader indexes), and the key's index
+        entry is what it was. If the cut fails, the store is closed.
+        """
+        try:
+            os.ftruncate(self._fd, self._disk_end)
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, self._disk_end)
-            except OSError:
-                # The file now ends in a partial record: stop here; the next
-                # open treats it as a torn tail.
-                os.close(self._fd)
-                self._fd = -1
-                raise _files.os_error(
-                    exc, "cannot write to %s (database closed)" % self.path
-                ) from None
-            raise _files.os_error(exc, "cannot write to %s" % self.path) from None
-        self._disk_end += len(data)
+            self._release()
+            raise _files.os_error(exc, "cannot write to %s (database closed)" % self.path) from None
+        self._buffer, self._unsettled = bytearray(), False
+        if previous is None:
+            self._index.pop(key, None)
+        else:
+            self._index[key] = previous
 
     def _flush(self):
-        """Write the buffer to the file (no fsync)."""
-        if self._buffer:
-            self._write(self._buffer)
-            self._buffer = bytearray()
+        """Write the buffer to the file (no fsync).
+
+        If the write fails (a full disk) or is cut short (an exception
+        from a signal handler), what reached the file stays there, the
+        buffer keeps every record, and ``_unsettled`` makes the next flush
+        resume where the file ends: the file is this writer's alone, so
+        its size says how much was written. The file never shrinks under
+        a reader (docs/FORMAT.md, "Writing").
+        """
+        if not self._buffer:
+            return
+        done = 0
+        if self._unsettled:
+            written = os.fstat(self._fd).st_size - self._disk_end
+            done = min(max(written, 0), len(self._buffer))
+        self._unsettled = True
+        try:
+            # A copy: a traceback that keeps this frame must not pin the buffer.
+            _files.write_all(self._fd, self._buffer[done:])
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot write to %s" % self.path) from None
+        self._disk_end, self._buffer, self._unsettled = (
+            self._disk_end + len(self._buffer),
+            bytearray(),
+            False,
+        )
 
     def sync(self):
         """Write buffered records to the file and flush it to disk (fsync).
@@ -351,11 +458,18 @@ class Store:
                 self._check_open()
                 return
             self._check_writable("sync")
+            self._sync()
+
+    def _sync(self):
+        self._busy = INTERRUPTED
+        try:
             self._flush()
             try:
                 os.fsync(self._fd)
             except OSError as exc:
                 raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+        finally:
+            self._busy = None
 
     def compact(self, progress=None):
         """Rewrite the live records, oldest first, to a new data file and swap it in.
@@ -371,21 +485,23 @@ class Store:
         """
         with self._guard:
             self._check_writable("compact")
-            self._flush()
-            self._busy = True
+            self._busy = INTERRUPTED
             try:
-                temporary, index = _files.write_compacted(
-                    self.path, self._fd, lambda out: self._write_live_records(out, progress)
+                self._flush()
+                self._busy = COMPACTING
+                index = _files.write_compacted(
+                    self._directory, self._fd, lambda out: self._write_live_records(out, progress)
                 )
+                self._busy = INTERRUPTED
+                os.close(self._fd)
+                self._fd = -1
+                replaced, failure = _files.install_compacted(self._directory)
+                self._fd = self._directory.open_data(True)
+                if replaced:
+                    self._index = index
+                    self._disk_end = os.fstat(self._fd).st_size
             finally:
-                self._busy = False
-            os.close(self._fd)
-            self._fd = -1
-            replaced, failure = _files.install_compacted(temporary, self.path)
-            self._fd = _files.open_data(self.path, True)
-            if replaced:
-                self._index = index
-                self._disk_end = os.fstat(self._fd).st_size
+                self._busy = None
             if failure is not None:
                 raise failure
 
@@ -401,7 +517,7 @@ class Store:
         position = HEADER_SIZE
         next_report = PROGRESS_STEP
         unpack_lengths = _LENGTHS.unpack_from
-        with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
+        with map_file(self._fd, self.path) as data:
             while position < total:
                 if total - position < LENGTHS_SIZE + CHECKSUM_SIZE:
                     self._changed(position)
@@ -435,7 +551,7 @@ class Store:
         return index
 
     def _changed(self, position):
-        raise DBMError("%s changed under the open database at offset %d" % (self.path, position))
+        raise DBMError(CHANGED_UNDER % (self.path, position))
 
     def refresh(self):
         """Bring in what the writer has written to the file since this reader opened.
@@ -443,37 +559,49 @@ class Store:
         Records the writer has flushed are added; an incomplete last
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
-        corrupt record raises DBMLoadError and closes the reader. A
-        writer's own store is always current: for it this does nothing.
+        corrupt record, or a data file cut shorter than the log this
+        reader has read (``format.SHRANK``), raises and closes the
+        reader. A writer's own store is always current: for it this does
+        nothing.
         """
         with self._guard:
             self._check_open()
             if self.writable or self._owner is not None:
                 return
+            self._busy = INTERRUPTED
             try:
-                current = os.stat(self.path)
-                opened = os.fstat(self._fd)
-            except OSError as exc:
-                raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
-            if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
-                fd = _files.open_data(self.path, False)
-                try:
-                    index, end, _ = load_index(fd, self.path)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                os.close(self._fd)
-                self._fd, self._index, self._disk_end = fd, index, end
-            elif opened.st_size > self._disk_end:
-                try:
-                    with mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) as data:
-                        self._disk_end = replay_log(data, self._index, self._disk_end, self.path)
-                except BaseException:
-                    # A corrupt log: nothing after it can be trusted.
-                    os.close(self._fd)
-                    self._fd = -1
-                    self._index = {}
-                    raise
+                self._refresh()
+            finally:
+                self._busy = None
+
+    def _refresh(self):
+        try:
+            current = self._directory.stat(DATA_NAME)
+            opened = os.fstat(self._fd)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
+        if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+            fd = self._directory.open_data(False)
+            try:
+                index, end, _ = load_index(fd, self.path)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(self._fd)
+            self._fd, self._index, self._disk_end = fd, index, end
+        elif opened.st_size != self._disk_end:
+            try:
+                if opened.st_size < self._disk_end:
+                    raise DBMError(SHRANK % (self.path, opened.st_size, self._disk_end))
+                # Read, not mapped: a write failing at this moment may cut a
+                # partial last record, and a map would read zeros or fault there.
+                new = _files.read_up_to(self._fd, opened.st_size - self._disk_end, self._disk_end)
+                self._disk_end = replay_log(
+                    new, self._index, self._disk_end, self.path, self._disk_end
+                )
+            except BaseException:
+                self._release()  # a corrupt or cut log: nothing after it can be trusted
+                raise
 
     def _disown(self):
         """Become read-only without ever writing (in a child made by ``fork()``).
@@ -481,6 +609,7 @@ class Store:
         Buffered records stay readable; nothing is flushed, synced or cut.
         """
         self._guard = threading.RLock()
+        self._busy = None
         self._owner = os.getppid()
         self.writable = False
 
@@ -491,17 +620,23 @@ class Store:
         """
         with self._guard:
             if self._busy:
-                raise DBMError(COMPACTING % self.path)
+                raise DBMError(self._busy % self.path)
             if self._fd < 0:
                 return
             try:
                 if self.writable:
-                    self.sync()
+                    self._sync()
             finally:
-                os.close(self._fd)
-                self._fd = -1
-                self._index = {}
-                self._buffer = bytearray()
+                self._release()
+
+    def _release(self):
+        """Give back the file and the directory, writing nothing."""
+        fd, self._fd = self._fd, -1
+        self._index = {}
+        self._buffer = bytearray()
+        self._directory.close()
+        if fd >= 0:
+            os.close(fd)
 
     def __del__(self):
         if self._fd >= 0:

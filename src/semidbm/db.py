@@ -18,7 +18,15 @@ from collections.abc import MutableMapping
 
 from . import _files, _kernel, _lock
 from .errors import DBMError
-from .format import COMPACT_NAME, DATA_NAME, DEFAULT_BUFFER_SIZE, HEADER, LOCK_NAME, MAGIC
+from .format import (
+    COMPACT_NAME,
+    DATA_NAME,
+    DEFAULT_BUFFER_SIZE,
+    HEADER,
+    LOCK_NAME,
+    MAGIC,
+    MAX_BUFFER_SIZE,
+)
 
 implementation, _default_kernel = _kernel.choose()
 
@@ -69,22 +77,27 @@ def database_class(kernel):
 
         __slots__ = ("_lock", "_walk", "__weakref__")
 
-        def keys(self):
-            """Return a list of all keys (as ``dbm.dumb`` and ``dbm.gnu`` do)."""
-            return list(self)
-
-        def values(self):
-            """Return a list of all values, in the order of ``keys()``."""
-            return [self[key] for key in self.keys()]
-
-        def items(self):
-            """Return a list of all ``(key, value)`` pairs."""
-            return [(key, self[key]) for key in self.keys()]
+        # keys(), values() and items() come from the kernel: lists (as
+        # dbm.dumb and dbm.gnu return), each a snapshot taken atomically.
 
         def clear(self):
-            """Delete every key (each deletion is appended to the log)."""
+            """Delete every key (each deletion is appended to the log).
+
+            Keys another thread deletes meanwhile are skipped.
+            """
             for key in self.keys():
-                del self[key]
+                try:
+                    del self[key]
+                except KeyError:
+                    pass
+
+        def _refuse_copy(self, *args):
+            raise TypeError(
+                "a semidbm database cannot be copied or pickled: it is an open "
+                "file with a lock; open the database again instead (%r)" % self
+            )
+
+        __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
 
         def firstkey(self):
             """Start a walk over the keys, as ``dbm.gnu`` has it; return the first key or None.
@@ -236,16 +249,21 @@ def open_with(
     buffer_size=DEFAULT_BUFFER_SIZE,
     recover=False,
 ):
-    """Like :func:`open`, on the given kernel module (for tests and tools)."""
+    """Like :func:`open`, on the given kernel module (for tests and tools).
+
+    Every argument is checked before the disk is touched.
+    """
     if flag not in _FLAGS:
         raise ValueError("flag must be 'r', 'w', 'c' or 'n', not %r" % (flag,))
     mode = operator.index(mode)
     buffer_size = operator.index(buffer_size)
-    if buffer_size < 0:
-        raise ValueError("buffer_size must be 0 or more, not %d" % buffer_size)
+    if not 0 <= buffer_size <= MAX_BUFFER_SIZE:
+        raise ValueError(
+            "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
+        )
     path = os.fsdecode(os.fspath(filename))
     try:
-        data_path, lock = _prepare(path, flag, mode)
+        directory, lock, created = _prepare(path, flag, mode)
     except DBMError:
         raise
     except OSError as exc:
@@ -253,7 +271,7 @@ def open_with(
     writable = flag != "r"
     try:
         database = database_class(kernel)(
-            data_path,
+            directory,
             writable,
             buffer_size,
             bool(verify_checksums),
@@ -261,8 +279,11 @@ def open_with(
             None if writable else functools.partial(_lock.writer_active, path),
         )
     except BaseException:
+        directory.close()
         if lock is not None:
             lock.release()
+        if created:
+            _remove_new_database(path)
         raise
     database._lock = lock
     database._walk = None
@@ -274,65 +295,80 @@ def open_with(
 def _prepare(path, flag, mode):
     """Check or create the database directory as ``flag`` asks.
 
-    Returns the data file's path and, for a writer, its lock, taken
-    before anything in the directory is changed.
+    Returns the directory (a ``_files.Directory``, open), for a writer its
+    lock, taken before anything in the directory is changed, and whether
+    this call created the database.
     """
-    data_path = os.path.join(path, DATA_NAME)
     try:
         info = os.stat(path)
     except FileNotFoundError:
         if flag in "rw":
             raise DBMError(errno.ENOENT, "no semidbm database", path) from None
-        return data_path, _create_database(path, mode)
+        return _create_database(path, mode) + (True,)
     if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag in "cn":
         os.remove(path)
-        return data_path, _create_database(path, mode)
+        return _create_database(path, mode) + (True,)
     if not stat.S_ISDIR(info.st_mode):
         raise DBMError("not a semidbm database (not a directory): %r" % path)
+    directory = _files.Directory(path)
     try:
-        data_info = os.stat(data_path)
+        return _check_database(directory, flag, mode) + (False,)
+    except BaseException:
+        directory.close()
+        raise
+
+
+def _check_database(directory, flag, mode):
+    """``_prepare`` for an existing directory: check it, lock it for a writer, tidy it.
+
+    Returns the directory and the lock (None for a reader).
+    """
+    try:
+        data_info = directory.stat(DATA_NAME)
     except FileNotFoundError:
         data_info = None
     if data_info is None:
         # A lock and a data.compact are what a creation killed before its rename leaves.
-        if flag in "rw" or not set(os.listdir(path)) <= {LOCK_NAME, COMPACT_NAME}:
-            raise DBMError("not a semidbm database (no data file): %r" % path)
+        if flag in "rw" or not set(directory.listdir()) <= {LOCK_NAME, COMPACT_NAME}:
+            raise DBMError("not a semidbm database (no data file): %r" % directory.path)
     elif not stat.S_ISREG(data_info.st_mode):
-        raise DBMError("not a semidbm database (data is not a file): %r" % data_path)
-    elif flag == "n" and not _starts_like_semidbm(data_path):
+        raise DBMError("not a semidbm database (data is not a file): %r" % directory.data_path)
+    elif flag == "n" and not _starts_like_semidbm(directory):
         raise DBMError(
             "not a semidbm database (its data file has no semidbm header), "
-            "refusing to replace it: %r" % data_path
+            "refusing to replace it: %r" % directory.data_path
         )
     if flag == "r":
-        return data_path, None
-    lock = _lock.WriterLock(path, mode)
+        return directory, None
+    lock = _lock.WriterLock(directory.path, mode)
     try:
-        _remove_leftovers(path)
+        _remove_leftovers(directory)
         if data_info is None or flag == "n":
-            _create_data_file(path, mode)
+            _create_data_file(directory, mode)
     except BaseException:
         lock.release()
         raise
-    return data_path, lock
+    return directory, lock
 
 
-def _starts_like_semidbm(data_path):
-    """True if the file begins with the magic number (or a part of it, if shorter)."""
-    with builtins.open(data_path, "rb") as data:
-        start = data.read(len(MAGIC))
+def _starts_like_semidbm(directory):
+    """True if the data file begins with the magic number (or a part of it, if shorter)."""
+    fd = directory.open(DATA_NAME, os.O_RDONLY | _files.BINARY)
+    try:
+        start = _files.read_at(fd, len(MAGIC), 0)
+    finally:
+        os.close(fd)
     return MAGIC.startswith(start)
 
 
-def _remove_leftovers(path):
+def _remove_leftovers(directory):
     """Remove what a crashed compaction left: ours, or semidbm 0.5.1's ``compact/``.
 
     Such a file is never read as data: it may hold keys deleted since.
     """
-    temporary = os.path.join(path, COMPACT_NAME)
-    if os.path.isfile(temporary):
-        os.remove(temporary)
-    old_directory = os.path.join(path, "compact")
+    if directory.exists(COMPACT_NAME) and stat.S_ISREG(directory.stat(COMPACT_NAME).st_mode):
+        directory.remove(COMPACT_NAME)
+    old_directory = os.path.join(directory.path, "compact")
     if os.path.isdir(old_directory) and os.listdir(old_directory) in ([], [DATA_NAME]):
         old_data = os.path.join(old_directory, DATA_NAME)
         if os.path.isfile(old_data):
@@ -343,26 +379,50 @@ def _remove_leftovers(path):
 def _create_database(path, mode):
     """Make the directory for a new database, lock it and write its data file.
 
-    The parent directory is flushed last: the fsyncs of the data file and
-    of the new directory have by then committed its new entry on most
-    filesystems, so this one is cheap (one journal commit fewer than
-    flushing it first), and no state a crash can leave in between is
-    new (``_prepare`` handles each).
+    Returns the directory and the lock. The parent directory is flushed
+    last: the fsyncs of the data file and of the new directory have by
+    then committed its new entry on most filesystems, so this one is
+    cheap (one journal commit fewer than flushing it first), and no state
+    a crash can leave in between is new (``_prepare`` handles each). If
+    any step fails, what was made is removed.
     """
     os.mkdir(path, mode | ((mode & 0o444) >> 2))
-    lock = _lock.WriterLock(path, mode)
+    directory = lock = None
     try:
-        _create_data_file(path, mode)
+        directory = _files.Directory(path)
+        lock = _lock.WriterLock(path, mode)
+        _create_data_file(directory, mode)
         _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
     except BaseException:
-        lock.release()
+        if lock is not None:
+            lock.release()
+        if directory is not None:
+            directory.close()
+        _remove_new_database(path)
         raise
-    return lock
+    return directory, lock
 
 
-def _create_data_file(path, mode):
-    """Write an empty data file (just the header) into ``path``, atomically."""
-    temporary = os.path.join(path, COMPACT_NAME)
-    _files.create_file(temporary, HEADER, mode)
-    os.replace(temporary, os.path.join(path, DATA_NAME))
-    _files.fsync_directory(path)
+def _remove_new_database(path):
+    """Remove a database this process has just created, after a later step failed.
+
+    Only the files a creation makes are removed, and the directory only
+    if that leaves it empty; nothing else is ever deleted. Errors are
+    ignored: the failure being reported matters more.
+    """
+    for name in (DATA_NAME, COMPACT_NAME, LOCK_NAME):
+        try:
+            os.remove(os.path.join(path, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _create_data_file(directory, mode):
+    """Write an empty data file (just the header) into ``directory``, atomically."""
+    directory.create_file(COMPACT_NAME, HEADER, mode)
+    directory.replace(COMPACT_NAME, DATA_NAME)
+    directory.fsync()

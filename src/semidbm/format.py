@@ -1,4 +1,4 @@
-"""Constants of the on-disk format (version 1.1, as semidbm 0.4 and 0.5).
+"""Constants of the on-disk format (version 1.1, as semidbm 0.4 and 0.5; docs/FORMAT.md).
 
 A database is a directory holding a file ``data``: an 8-byte header
 (magic ``SEMI``, major and minor version as big-endian 16-bit numbers)
@@ -45,9 +45,35 @@ PROGRESS_STEP = 1 << 20
 COMPACTING = (
     "semidbm database %s is being compacted: its progress callback cannot use it"
 )
+#: The error for code that runs in the middle of an operation of the same
+#: thread (a signal handler, a finalizer) and uses the database: the
+#: interrupted operation has the log half updated.
+INTERRUPTED = (
+    "semidbm database %s is in the middle of an operation that this code "
+    "interrupted (a signal handler or a finalizer): it cannot be used until "
+    "that operation returns"
+)
+#: The error of an iterator whose database gained or lost keys, or was
+#: compacted or refreshed, since the iteration began.
+CHANGED_DURING_ITERATION = (
+    "semidbm database %s changed during iteration (keys were added or "
+    "removed, or it was compacted or refreshed)"
+)
+#: The error of an operation that finds the log other than the database wrote it.
+CHANGED_UNDER = "%s changed under the open database at offset %d"
+#: The error of a reader's ``refresh()`` that finds the data file shorter
+#: than the log it has read: another process cut the file. The reader is
+#: closed, since what it indexed is gone.
+SHRANK = (
+    "%s is %d bytes, shorter than the %d bytes of log this reader has read: "
+    "the data file was cut under the open database; the reader is closed"
+)
 
 #: Default size of the append buffer, in bytes.
 DEFAULT_BUFFER_SIZE = 1024 * 1024
+#: Largest append buffer ``open`` accepts (1 GiB): larger ones only delay
+#: the write, and a mistyped size should fail before the disk is touched.
+MAX_BUFFER_SIZE = 1 << 30
 
 
 def torn_tail_limit(buffer_size):
