@@ -14,16 +14,18 @@ import json
 import os
 import pickle
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import zlib
 
 import pytest
 
 import semidbm
-from semidbm import db
+from semidbm import _files, db
 from semidbm.format import CHANGED_DURING_ITERATION, MAX_BUFFER_SIZE, SHRANK
 
 from .conftest import kernel_name
@@ -138,6 +140,34 @@ def test_refresh_of_a_file_cut_under_the_reader_raises_and_closes_it(dbopen, dbp
     assert reader.closed
     with pytest.raises(semidbm.error, match="is closed"):
         reader[b"k1"]
+
+
+@pytest.mark.parametrize("chunk", [16, 100, 1 << 20])
+def test_refresh_reads_the_new_log_in_chunks(dbopen, dbpath, monkeypatch, chunk):
+    """``refresh()`` catches up a chunk at a time, records larger than a chunk and one in progress included."""
+    monkeypatch.setattr(_files, "CATCH_UP_CHUNK", chunk)
+    writer = dbopen(dbpath, "c", buffer_size=0)
+    writer[b"first"] = b"1"
+    reader = dbopen(dbpath)
+    expected = {b"first": b"1"}
+    for i in range(40):
+        expected[b"k%d" % i] = b"v" * (i * 37 % 500)
+        writer[b"k%d" % i] = expected[b"k%d" % i]
+    del writer[b"k3"]
+    del expected[b"k3"]
+    record = struct.pack("!ii", 4, 300) + b"late" + b"x" * 300
+    record += struct.pack("!I", zlib.crc32(b"x" * 300, zlib.crc32(b"late")))
+    with open(dbpath / "data", "ab") as data:  # a write in progress: the writer holds the lock
+        data.write(record[:150])
+    reader.refresh()
+    assert dict(reader.items()) == expected
+    with open(dbpath / "data", "ab") as data:
+        data.write(record[150:])
+    reader.refresh()
+    expected[b"late"] = b"x" * 300
+    assert dict(reader.items()) == expected
+    reader.close()
+    writer.close()
 
 
 def test_pure_kernel_read_of_a_cut_file_has_a_clear_message(dbpath):

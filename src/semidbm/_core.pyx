@@ -1314,34 +1314,35 @@ cdef class Store:
                 self.release()  # what it indexed is gone
                 raise DBMError(SHRANK % (self.path, opened.st_size, self.disk_end))
             elif opened.st_size > self.disk_end:
-                self.catch_up(opened.st_size)
+                try:
+                    _files.catch_up(self.fd, self.disk_end, opened.st_size,
+                                    lambda data, base: self.replay_copy(data, base))
+                except BaseException:
+                    self.release()  # a corrupt log: nothing after it can be trusted
+                    raise
 
-    cdef int catch_up(self, uint64_t size) except -1:
-        """A reader's refresh: replay the log from ``disk_end`` to ``size``.
+    cdef uint64_t replay_copy(self, bytes data, uint64_t base) except? 0:
+        """A reader's refresh: replay ``data``, a copy of the log from ``disk_end`` (``base``) on.
 
-        The new part is read into a copy, not through the mapping: a
-        write failing at this moment may cut a partial last record, and
-        the mapping would read zeros or fault there. During the replay
-        the copy stands in for the (reader's empty) buffer, so that
-        ``record`` finds the new keys. Complete records are never cut, so
-        the mapping serves them afterwards. A corrupt log closes the
-        reader: nothing after it can be trusted (docs/FORMAT.md, "Readers").
+        Called by ``_files.catch_up`` a chunk at a time: the new log is
+        read into a copy, not through the mapping, since a write failing
+        at this moment may cut a partial last record, where the mapping
+        would read zeros or fault (docs/FORMAT.md, "Readers"). During the
+        replay the copy stands in for the (reader's empty) buffer, so
+        that ``record`` finds the new keys; complete records are never
+        cut, so the mapping serves them afterwards. Returns the new
+        ``disk_end``.
         """
-        cdef uint64_t end = self.disk_end
-        new = _files.read_up_to(self.fd, size - end, end)
-        if not new:
-            return 0
-        self.map_file(end + len(new))
-        self.buffer = <char*>PyBytes_AS_STRING(new)
+        cdef uint64_t size = base + len(data)
+        if not data:
+            return base
+        self.map_file(size)
+        self.buffer = <char*>PyBytes_AS_STRING(data)
         try:
-            self.disk_end = self.replay(self.buffer, end, end, end + len(new))
-        except BaseException:
-            self.buffer = NULL
-            self.release()
-            raise
+            self.disk_end = self.replay(self.buffer, base, base, size)
         finally:
             self.buffer = NULL
-        return 0
+        return self.disk_end
 
     def _disown(self):
         """Become read-only without ever writing (in a child made by ``fork()``).

@@ -68,6 +68,34 @@ def read_up_to(fd, size, offset):
     return data
 
 
+#: Bytes of new log a reader's ``refresh()`` reads at a time (more for a
+#: record larger than that): its memory does not grow with what it catches up on.
+CATCH_UP_CHUNK = 64 << 20
+
+
+def catch_up(fd, start, size, replay):
+    """Feed the log of ``fd`` from ``start`` to ``size`` to ``replay``, a chunk at a time.
+
+    The log is read with ``pread``, not through a map (docs/FORMAT.md,
+    "Readers"). ``replay(data, base)`` applies the complete records of
+    ``data`` (the file from offset ``base``) and returns where it stopped.
+    A chunk that holds no complete record is read again twice as large,
+    unless it already reached the end of the file: then the last record
+    is incomplete, and the replay waits for it. Returns where it stopped.
+    """
+    chunk = CATCH_UP_CHUNK
+    while start < size:
+        wanted = min(size - start, chunk)
+        data = read_up_to(fd, wanted, start)
+        end = replay(data, start)
+        if end == start:
+            if len(data) < wanted or wanted == size - start:
+                break
+            chunk *= 2
+        start = end
+    return start
+
+
 def read_exactly(fd, size, offset, path):
     """Read exactly ``size`` bytes at ``offset``; DBMError if the file ends first."""
     data = read_up_to(fd, size, offset)

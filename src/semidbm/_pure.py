@@ -593,11 +593,11 @@ class Store:
             try:
                 if opened.st_size < self._disk_end:
                     raise DBMError(SHRANK % (self.path, opened.st_size, self._disk_end))
-                # Read, not mapped: a write failing at this moment may cut a
-                # partial last record, and a map would read zeros or fault there.
-                new = _files.read_up_to(self._fd, opened.st_size - self._disk_end, self._disk_end)
-                self._disk_end = replay_log(
-                    new, self._index, self._disk_end, self.path, self._disk_end
+                self._disk_end = _files.catch_up(
+                    self._fd,
+                    self._disk_end,
+                    opened.st_size,
+                    lambda data, base: replay_log(data, self._index, base, self.path, base),
                 )
             except BaseException:
                 self._release()  # a corrupt or cut log: nothing after it can be trusted
