@@ -50,7 +50,7 @@ from posix.types cimport pid_t
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import CHANGED_DURING_ITERATION, CHANGED_UNDER, DATA_NAME, SHRANK
+from .format import CHANGED_DURING_ITERATION, CHANGED_UNDER, SHRANK
 from .format import COMPACTING as _COMPACTING, MAX_LENGTH as _MAX_LENGTH
 from .format import PROGRESS_STEP as _PROGRESS_STEP, check_header
 
@@ -1286,17 +1286,13 @@ cdef class Store:
         reader. A writer's own store is always current: for it this does
         nothing.
         """
-        cdef uint64_t size, end
+        cdef uint64_t size
         with self.guard:
             self.check_open()
             if self.writable or self.owner:
                 return
-            try:
-                current = self.directory.stat(DATA_NAME)
-                opened = os.fstat(self.fd)
-            except OSError as exc:
-                raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
-            if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+            replaced, size = _files.reader_position(self.directory, self.fd)
+            if replaced:
                 fd = self.directory.open_data(False)
                 self.busy = True
                 try:
@@ -1310,12 +1306,12 @@ cdef class Store:
                     raise
                 finally:
                     self.busy = False
-            elif opened.st_size < self.disk_end:
+            elif size < self.disk_end:
                 self.release()  # what it indexed is gone
-                raise DBMError(SHRANK % (self.path, opened.st_size, self.disk_end))
-            elif opened.st_size > self.disk_end:
+                raise DBMError(SHRANK % (self.path, size, self.disk_end))
+            elif size > self.disk_end:
                 try:
-                    _files.catch_up(self.fd, self.disk_end, opened.st_size,
+                    _files.catch_up(self.fd, self.disk_end, size,
                                     lambda data, base: self.replay_copy(data, base))
                 except BaseException:
                     self.release()  # a corrupt log: nothing after it can be trusted

@@ -234,13 +234,25 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover, stackl
             raise os_error(exc, "cannot cut the torn tail of %s" % path) from None
 
 
-def open_data(path, writable):
-    """Open the data file: read-only, or for appending."""
+def open_data(path, writable, dir_fd=None):
+    """Open the data file: read-only, or for appending; errors as DBMError."""
     flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
     try:
-        return os.open(path, flags | BINARY)
+        return os.open(path, flags | BINARY, dir_fd=dir_fd)
     except OSError as exc:
         raise os_error(exc, "cannot open semidbm data file") from None
+
+
+def reader_position(directory, fd):
+    """For a reader's refresh: whether ``data`` is now another file than ``fd`` (a
+    compaction swapped it), and ``fd``'s size. Errors as DBMError."""
+    try:
+        current = directory.stat(DATA_NAME)
+        opened = os.fstat(fd)
+    except OSError as exc:
+        raise os_error(exc, "cannot refresh %s" % directory.data_path) from None
+    replaced = (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino)
+    return replaced, opened.st_size
 
 
 def write_compacted(directory, fd, write_records):
@@ -336,11 +348,7 @@ class Directory:
 
     def open_data(self, writable):
         """Open the data file: read-only, or for appending; errors as DBMError."""
-        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
-        try:
-            return self.open(DATA_NAME, flags | BINARY)
-        except OSError as exc:
-            raise os_error(exc, "cannot open semidbm data file") from None
+        return open_data(self._name(DATA_NAME), writable, self.fd)
 
     def stat(self, name):
         """``os.stat`` of ``name`` in the directory (the link itself, not a target)."""

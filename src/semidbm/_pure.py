@@ -39,7 +39,6 @@ from .format import (
     CHANGED_UNDER,
     CHECKSUM_SIZE,
     COMPACTING,
-    DATA_NAME,
     DELETED,
     HEADER_SIZE,
     LENGTHS_SIZE,
@@ -575,12 +574,8 @@ class Store:
                 self._busy = None
 
     def _refresh(self):
-        try:
-            current = self._directory.stat(DATA_NAME)
-            opened = os.fstat(self._fd)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot refresh %s" % self.path) from None
-        if (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino):
+        replaced, size = _files.reader_position(self._directory, self._fd)
+        if replaced:
             fd = self._directory.open_data(False)
             try:
                 index, end, _ = load_index(fd, self.path)
@@ -589,14 +584,14 @@ class Store:
                 raise
             os.close(self._fd)
             self._fd, self._index, self._disk_end = fd, index, end
-        elif opened.st_size != self._disk_end:
+        elif size != self._disk_end:
             try:
-                if opened.st_size < self._disk_end:
-                    raise DBMError(SHRANK % (self.path, opened.st_size, self._disk_end))
+                if size < self._disk_end:
+                    raise DBMError(SHRANK % (self.path, size, self._disk_end))
                 self._disk_end = _files.catch_up(
                     self._fd,
                     self._disk_end,
-                    opened.st_size,
+                    size,
                     lambda data, base: replay_log(data, self._index, base, self.path, base),
                 )
             except BaseException:
