@@ -50,7 +50,8 @@ from posix.types cimport pid_t
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import CHANGED_DURING_ITERATION, CHANGED_UNDER, SHRANK
+from .format import CHANGED_DURING_ITERATION as _CHANGED_DURING_ITERATION
+from .format import CHANGED_UNDER as _CHANGED_UNDER, SHRANK as _SHRANK
 from .format import COMPACTING as _COMPACTING, MAX_LENGTH as _MAX_LENGTH
 from .format import PROGRESS_STEP as _PROGRESS_STEP, check_header
 
@@ -130,6 +131,9 @@ cdef enum:
 cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
 cdef str TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % _MAX_LENGTH
 cdef str COMPACTING = _COMPACTING
+cdef str CHANGED_DURING_ITERATION = _CHANGED_DURING_ITERATION
+cdef str CHANGED_UNDER = _CHANGED_UNDER
+cdef str SHRANK = _SHRANK
 cdef uint64_t PROGRESS_STEP = _PROGRESS_STEP
 
 

@@ -46,7 +46,7 @@ _LONGEST_PAUSE = 0.005
 
 #: The (st_dev, st_ino) of every lock file that a WriterLock of this
 #: process holds: the process id in such a file is this process's own.
-_held = set()
+_held: set[tuple[int, int]] = set()
 
 if sys.platform == "win32":
     import msvcrt
