@@ -1101,16 +1101,16 @@ cdef class Store:
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
         cdef Py_ssize_t slot = self.find(key, key_size, hash_key(key, key_size))
+        cdef uint64_t offset
+        cdef const char* found
+        cdef const char* value
+        cdef Py_ssize_t value_size
+        cdef uint32_t expected
         if slot < 0:
             raise KeyError(original)
-        return self.value_at(self.slots[slot].offset, key_size)
-
-    cdef inline object value_at(self, uint64_t offset, Py_ssize_t key_size):
-        """The value of the record at ``offset``, whose key is ``key_size`` bytes long."""
-        cdef const char* found = self.record(offset)
-        cdef const char* value
-        cdef Py_ssize_t value_size = <int32_t>load_be32(found + 4)
-        cdef uint32_t expected
+        offset = self.slots[slot].offset
+        found = self.record(offset)
+        value_size = <int32_t>load_be32(found + 4)
         if offset < self.disk_end and (
             value_size < 0 or offset + RECORD_OVERHEAD + key_size + value_size > self.disk_end
         ):
@@ -1121,7 +1121,7 @@ cdef class Store:
             if crc32(0, found + LENGTHS_SIZE, key_size + value_size) != expected:
                 raise DBMChecksumError(
                     "%s: checksum mismatch in the value of key %r at offset %d"
-                    % (self.path, PyBytes_FromStringAndSize(found + LENGTHS_SIZE, key_size),
+                    % (self.path, PyBytes_FromStringAndSize(key, key_size),
                        offset + LENGTHS_SIZE + key_size)
                 )
         return PyBytes_FromStringAndSize(value, value_size)
@@ -1212,13 +1212,14 @@ cdef class Store:
                 continue
             record = self.record(offset)
             key_size = <int32_t>load_be32(record)
+            # The value through get, as a read has it (get's code stays inlined there).
             if not values:
                 result.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
             elif not keys:
-                result.append(self.value_at(offset, key_size))
+                result.append(self.get(record + LENGTHS_SIZE, key_size, None))
             else:
                 result.append((PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size),
-                               self.value_at(offset, key_size)))
+                               self.get(record + LENGTHS_SIZE, key_size, None)))
         return result
 
     @property
