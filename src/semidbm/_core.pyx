@@ -280,10 +280,11 @@ cdef struct LogParser:
     # Where a parse of the mapped log stands. Parsing reads the mapping
     # and writes here and to its blocks, nothing else: a thread of its
     # own can run it.
+    # Positions count from map[0], which is the file's offset base.
     const char* map       # the log from offset base on
     uint64_t base
-    uint64_t position     # of the next record
-    uint64_t size         # where the log ends
+    uint64_t position     # of the next record, from map[0]
+    uint64_t size         # where the log ends, from map[0]
     uint64_t ahead        # the log is prefetched up to here
     bint corrupt          # stopped at a record with impossible lengths (at position):
     int32_t key_size      # its lengths
@@ -312,10 +313,10 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         if ahead < position:
             ahead = position
         while ahead < size and ahead - position < REPLAY_PREFETCH:
-            semidbm_prefetch(data + (ahead - base))
+            semidbm_prefetch(data + ahead)
             ahead += CACHE_LINE
-        key_size = <int32_t>load_be32(data + (position - base))
-        value_size = <int32_t>load_be32(data + (position - base) + 4)
+        key_size = <int32_t>load_be32(data + position)
+        value_size = <int32_t>load_be32(data + position + 4)
         if key_size < 0 or value_size < DELETED:
             parser.corrupt = True
             parser.key_size = key_size
@@ -326,8 +327,8 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
             record_end += <uint64_t>value_size
         if record_end > size:
             break
-        block[parsed].offset = position
-        block[parsed].hash = hash_key(data + (position - base) + LENGTHS_SIZE, key_size)
+        block[parsed].offset = base + position
+        block[parsed].hash = hash_key(data + position + LENGTHS_SIZE, key_size)
         block[parsed].deleted = value_size == DELETED
         parsed += 1
         position = record_end
@@ -631,9 +632,9 @@ cdef class Store:
         cdef bint handed_over = False
         parser.map = log
         parser.base = base
-        parser.position = position
-        parser.size = size
-        parser.ahead = position
+        parser.position = position - base
+        parser.size = size - base
+        parser.ahead = position - base
         parser.corrupt = False
         if threaded_replay and size - position >= THREADED_REPLAY_MIN:
             ring = start_parsing()
@@ -653,10 +654,10 @@ cdef class Store:
         if parser.corrupt:
             raise DBMLoadError(
                 "%s: corrupt record at offset %d (key length %d, value length %d)"
-                % (self.path, parser.position, parser.key_size, parser.value_size)
+                % (self.path, base + parser.position, parser.key_size, parser.value_size)
             )
         self.fit()
-        return parser.position
+        return base + parser.position
 
     cdef size_t apply_parsed(self, ParseRing* ring, LogParser* parser) except? 0:
         """Apply the blocks the parsing thread delivers, and advance ``parser`` past them.
@@ -673,7 +674,8 @@ cdef class Store:
                 semidbm_store_release(&ring.stop, True)
                 break
             parsed = ring.sizes[block % REPLAY_RING]
-            self.apply_block(ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed, parser.size)
+            self.apply_block(ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
+                             parser.base + parser.size)
             parser[0] = ring.states[block % REPLAY_RING]
             block += 1
             semidbm_store_release(&ring.applied, block)
