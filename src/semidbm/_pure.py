@@ -1,29 +1,9 @@
 """The pure-Python storage kernel: the reference for the compiled ``_core``.
 
-Both kernels offer the same interface, so the API layer (``semidbm.db``)
-runs on either:
-
-``Store(directory, writable, buffer_size, verify_checksums, recover, writer_active)``
-    Opens the data file of ``directory`` (a ``_files.Directory``, which
-    the store then owns and closes; the file must exist and start with a
-    header) and rebuilds the index from its log. ``writer_active`` is
-    None for a writer; for a reader, a function that says whether a
-    writer holds the database's lock, called only when the log ends in
-    an incomplete record (a write in progress, or a torn tail): most
-    opens need not ask.
-``store[key]``, ``store[key] = value``, ``del store[key]``, ``key in store``,
-``len(store)``, ``iter(store)``
-    Item access. Keys are str (stored as UTF-8) or bytes-like; values
-    likewise, and come back as bytes.
-``store.keys()``, ``store.values()``, ``store.items()``
-    Lists, each a snapshot taken atomically.
-``store.sync()``, ``store.compact(progress=None)``, ``store.close()``, ``store.closed``,
-``store.writable``, ``store.path``, ``store.refresh()``
-    Flushing, compaction, a reader's catching up, releasing the file
-    (docs/FORMAT.md).
-
-Both write the same bytes for the same operations and raise the same
-errors; the test suite runs against each.
+Its ``Store`` has the interface ``semidbm._interface.Store`` describes,
+as the compiled kernel's does, so the API layer (``semidbm.db``) runs on
+either. Both write the same bytes for the same operations and raise the
+same errors; the test suite runs against each.
 """
 
 import mmap

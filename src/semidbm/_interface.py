@@ -1,0 +1,183 @@
+"""The interface of a storage kernel's ``Store``, written once.
+
+semidbm has two kernels: the compiled ``semidbm._core`` (the product)
+and the pure-Python ``semidbm._pure`` (the reference, and the fallback
+where the extension is not built). ``semidbm._kernel`` picks one, and
+the API layer (``semidbm.db``) builds the db class on its ``Store``, so
+both must offer exactly the members of :class:`Store` below: the
+suite's ``tests/test_implementation.py`` checks each kernel against it,
+both ways. Both write the same bytes for the same operations and raise
+the same errors; the test suite runs against each. The file they share
+with other processes, and how writers and readers use it: docs/FORMAT.md.
+
+Importing this module imports neither kernel nor the API layer, as the
+kernels never import what is built on them. Names that only annotations
+use are imported for the type checker alone: the annotations stay
+strings at run time, which also keeps them valid on Python 3.9.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Protocol, Tuple, Union
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+    from ._files import Directory
+
+    #: What a key or value may be given as: str (stored as UTF-8) or bytes-like.
+    Data = Union[str, ReadableBuffer]
+
+
+class Store(Protocol):
+    """An open data file: the index of live keys, the append buffer and the file.
+
+    Keys and values are given as str (stored as UTF-8) or any bytes-like
+    object, at most ``format.MAX_LENGTH`` bytes each (ValueError beyond,
+    TypeError for other types), and come back as bytes. Each operation is
+    atomic for threads sharing the store: one waits for another thread's
+    compaction or refresh. Once the store is closed, every operation on
+    its data raises DBMError. So does one that the thread already in the
+    middle of an operation attempts (from a compaction's progress
+    callback, a signal handler, a finalizer): it would find the file or
+    the index in flux.
+    """
+
+    def __init__(
+        self,
+        directory: Directory,
+        writable: bool,
+        buffer_size: int,
+        verify_checksums: bool,
+        recover: bool,
+        writer_active: Optional[Callable[[], bool]],
+    ) -> None:
+        """Open the data file of ``directory`` and rebuild the index from its log.
+
+        ``directory`` is an open ``_files.Directory``; the store then owns
+        it and closes it when it is closed, but if this raises, the caller
+        (the API layer) closes it. Its data file must exist and start
+        with a header. ``writable`` opens it for appending; a reader
+        refuses every write. ``buffer_size`` is how many bytes of records
+        collect before they are written to the file (0: each record is
+        written before its call returns). ``verify_checksums`` makes
+        every read check the value's CRC-32 and raise DBMChecksumError
+        on a mismatch. ``recover`` opens a data file whose unreadable
+        tail, longer than one buffer, is followed by complete records
+        (otherwise refused as damage inside the log: DBMLoadError).
+        ``writer_active`` is None for a writer; for a reader, a function
+        that says whether a writer holds the database's lock. It is
+        called only when the log ends in an incomplete record, to tell a
+        write in progress (left alone) from a torn tail (left out with a
+        TornTailWarning): most opens need not ask.
+        """
+
+    @property
+    def path(self) -> str:
+        """The path of the data file, for messages and the db object's repr."""
+
+    @property
+    def writable(self) -> bool:
+        """True for a writer; False for a reader, and once ``_disown`` has run."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the store has been closed, or released after an error that left it unusable.
+
+        A refresh that finds the log corrupt or cut releases the reader:
+        nothing it indexed can be trusted.
+        """
+
+    def __len__(self) -> int:
+        """The number of live keys."""
+
+    def __contains__(self, key: object, /) -> bool:
+        """Whether ``key`` is live."""
+
+    def __getitem__(self, key: Data, /) -> bytes:
+        """The value of ``key``, read from the buffer or the file; KeyError(key) if absent."""
+
+    def __setitem__(self, key: Data, value: Data, /) -> None:
+        """Append a record giving ``key`` the value ``value`` and index it.
+
+        The record goes into the buffer (written out first when the
+        record would overflow it; a record larger than the buffer goes to
+        the file at once), so a read finds it at once. If writing fails
+        the record is in neither the log nor the index.
+        """
+
+    def __delitem__(self, key: Data, /) -> None:
+        """Append a delete record for ``key`` and drop it from the index; KeyError if absent."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Iterate over the keys, lazily, in the kernel's index order.
+
+        Keys added or removed meanwhile, or a compaction or a refresh
+        that rebuilds the index, make the next step raise RuntimeError
+        (``format.CHANGED_DURING_ITERATION``), and closing the store makes
+        it raise DBMError: a mapping's iterator must not silently skip or
+        repeat keys.
+        """
+
+    def keys(self) -> List[bytes]:
+        """Return a list of all keys, a snapshot taken atomically.
+
+        A list, not a view, as ``dbm.dumb`` and ``dbm.gnu`` return: the
+        caller may change the database while going over it.
+        """
+
+    def values(self) -> List[bytes]:
+        """Return a list of all values, in the order of ``keys()``, a snapshot taken atomically."""
+
+    def items(self) -> List[Tuple[bytes, bytes]]:
+        """Return a list of all ``(key, value)`` pairs, a snapshot taken atomically."""
+
+    def sync(self) -> None:
+        """Write buffered records to the file and flush it to disk (fsync).
+
+        A reader has nothing to write: for it this does nothing, as for
+        the stdlib dbm modules' readers (``shelve`` syncs on close).
+        """
+
+    def compact(self, progress: Optional[Callable[[int, int], object]] = None) -> None:
+        """Rewrite the live records, oldest first, to a new data file and swap it in.
+
+        The log only grows; this drops what overwrites and deletes left
+        behind. The new file is flushed to disk before it is renamed over
+        ``data``, and the directory after, so a crash leaves either the
+        old file or the new one, whole. ``progress``, if given, is called
+        as ``progress(done, total)`` (bytes of the old log, see
+        ``format.PROGRESS_STEP``); an exception from it abandons the
+        compaction and leaves the database as it was. Writers only.
+        """
+
+    def refresh(self) -> None:
+        """Bring in what the writer has written to the file since this reader opened.
+
+        Records the writer has flushed are added; an incomplete last
+        record (a write in progress) waits for the next refresh. If the
+        writer compacted, the new data file is opened and read whole. A
+        corrupt record, or a data file cut shorter than the log this
+        reader has read (``format.SHRANK``), raises and closes the
+        reader. A writer's own store is always current: for it this does
+        nothing.
+        """
+
+    def close(self) -> None:
+        """Flush and fsync buffered records (if writable) and release the file and directory.
+
+        Closing a closed store does nothing. Refused (DBMError) in the
+        middle of another operation of the same thread, such as from a
+        compaction's progress callback: it would pull the file from under
+        that operation.
+        """
+
+    def _disown(self) -> None:
+        """Become read-only without ever writing (in a child made by ``fork()``).
+
+        The child shares the parent's file but not its future: flushing
+        the inherited buffer from the child would corrupt the parent's
+        log. Buffered records stay readable; nothing is flushed, synced
+        or cut, then or at close. Private because only the API layer's
+        fork handler calls it.
+        """
