@@ -8,10 +8,11 @@ Usage (``bash scripts/bench.sh`` sets up the environments and runs this)::
 
 The presets:
 
-- ``a`` (the default): the classic dbm workloads of
-  ``/work/shared/BENCHMARK.md`` on 1,000,000 keys of 16 bytes with values
-  of 100 bytes: fills, cold, sequential, random and hot reads, deletes,
-  plus the time to reopen the db and the memory its index keeps;
+- ``a`` (the default): the classic dbm workloads of the project's
+  benchmarking guide (the shared ``BENCHMARK.md``) on 1,000,000 keys of
+  16 bytes with values of 100 bytes: fills, cold, sequential, random and
+  hot reads, deletes, plus the time to reopen the db and the memory its
+  index keeps;
 - ``b``: the same workloads on 1,000 keys with values of 100,000 bytes,
   plus how close the reads come to the rate at which this machine copies
   100,000 bytes into a new bytes object (which each of them must do);
@@ -53,8 +54,10 @@ temporary directory (``$TMPDIR`` to choose another; its filesystem is
 named in the report, since fsync costs differ).
 
 The report of a preset is a Markdown document on stdout: the machine,
-the parameters and this command line, the median operations per second,
-the ratios of ``semidbm`` and ``semidbm-python`` to every other
+the parameters and this command line (its paths relative to the
+repository's top directory, so that a committed report names no
+directory of the machine that made it), the median operations per
+second, the ratios of ``semidbm`` and ``semidbm-python`` to every other
 contender, the preset's own measurements, and its targets (from the
 issue that set them) with the measured ratio beside each. With
 ``--out-dir`` it is also written to ``DIR/preset-X.md``, with one chart
@@ -403,6 +406,38 @@ class Results:
         return statistics.median(ratios)
 
 
+def from_top(word):
+    """Return ``word`` as seen from the repository's top directory, if it is a path there.
+
+    An absolute path inside the repository, or a relative one that
+    exists from the current directory, becomes relative to the top
+    directory; any other word, an absolute path elsewhere among them
+    (``/usr/bin/python3``), stays as it is.
+    """
+    full = os.path.abspath(word)
+    if os.path.isabs(word):
+        inside = os.path.commonpath([full, REPO]) == REPO
+        return os.path.relpath(full, REPO) if inside else word
+    return os.path.relpath(full, REPO) if os.path.exists(word) else word
+
+
+def command_line(argv):
+    """Return the words of ``argv`` to run from the repository's top directory.
+
+    The report quotes them: a path of the checkout written absolute, or
+    relative to another directory, would name this machine's layout.
+    An option's value given as ``--out-dir=DIR`` is rewritten too.
+    """
+    words = []
+    for word in argv:
+        if word.startswith("--") and "=" in word:
+            option, value = word.split("=", 1)
+            words.append(option + "=" + from_top(value))
+        else:
+            words.append(from_top(word))
+    return words
+
+
 def header(preset, settings, source_at_start):
     """The report's title and the bullet list of how it was made."""
     source_at_end = source_version()
@@ -443,7 +478,8 @@ def header(preset, settings, source_at_start):
     return [
         "# semidbm benchmark, preset %s: %s" % (preset.name, preset.title),
         "",
-        "- Command: `%s` (in `%s`)" % (shlex.join(sys.orig_argv), os.getcwd()),
+        "- Command: `%s` (run from the repository's top directory)"
+        % shlex.join(command_line(sys.orig_argv)),
         "- Date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "- Machine: %s, %d CPUs, %s" % (cpu_model(), os.cpu_count(), platform.platform()),
         source,
