@@ -7,9 +7,8 @@ record holds each key's current value.
 
 import os
 
-from . import _files, _lock, db
+from . import _lock, db
 from ._records import CorruptRecord, DataFile
-from .errors import error
 from .format import DEFAULT_BUFFER_SIZE, HEADER_SIZE, torn_tail_limit
 
 
@@ -73,16 +72,10 @@ def examine(database_path, check_checksums=False, progress=None):
     :class:`semidbm.DBMLoadError` if its data file is not a semidbm file.
     """
     found = Examination(os.fsdecode(os.fspath(database_path)))
-    try:
-        directory, _, _ = db._prepare(found.path, "r", 0)  # checks, changes nothing
-        directory.close()
-    except OSError as exc:
-        if isinstance(exc, error):
-            raise
-        raise _files.os_error(exc, "cannot open semidbm database") from None
+    data_path = db.data_file(found.path)
     found.writer_active = _lock.writer_active(found.path)
     current = {}
-    with DataFile(directory.data_path) as data:
+    with DataFile(data_path) as data:
         found.file_size = data.size
         found.version = data.version
         try:

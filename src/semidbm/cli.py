@@ -369,8 +369,8 @@ def run_verify(args):
 
 def run_compact(args):
     """``compact``: rewrite the data file, say how much that freed."""
-    data_path = os.path.join(args.database, "data")
     with db.open(args.database, "w") as database:
+        data_path = database.path
         before = os.path.getsize(data_path)
         database.compact()
         after = os.path.getsize(data_path)

@@ -7,7 +7,6 @@ context manager and ``close(compact=...)``.
 """
 
 import atexit
-import builtins
 import errno
 import functools
 import operator
@@ -290,6 +289,24 @@ def open_with(
     if writable:
         _open_writers[id(database)] = database
     return database
+
+
+def data_file(filename):
+    """Return the path of the data file of the semidbm database ``filename``, checking it is one.
+
+    For tools that read the file themselves (``semidbm stats``,
+    ``verify``): the same checks as opening it read-only, and nothing is
+    changed. Raises :class:`semidbm.error` if there is no such database.
+    """
+    path = os.fsdecode(os.fspath(filename))
+    try:
+        directory, _, _ = _prepare(path, "r", 0)
+    except DBMError:
+        raise
+    except OSError as exc:
+        raise _files.os_error(exc, "cannot open semidbm database") from None
+    directory.close()
+    return directory.data_path
 
 
 def _prepare(path, flag, mode):
