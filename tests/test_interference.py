@@ -27,7 +27,7 @@ import semidbm
 from semidbm import _files, db
 from semidbm.format import CHANGED_DURING_ITERATION, MAX_BUFFER_SIZE, SHRANK
 
-from .conftest import kernel_name
+from .conftest import compiled_only, kernel_name
 from .test_faults import small_disk  # noqa: F401  (a fixture)
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX signals, limits and renames")
@@ -356,6 +356,7 @@ PARITY = {
 }
 
 
+@compiled_only
 @pytest.mark.parametrize("case", sorted(PARITY))
 def test_both_kernels_raise_the_same(tmp_path, case):
     """The same error type, errno and message from each kernel (paths aside)."""
@@ -410,6 +411,7 @@ else:
 
 
 @posix_only
+@compiled_only
 def test_a_failed_mapping_gives_the_same_error_in_both_kernels(tmp_path):
     """Under a low address-space limit both raise DBMError [Errno 12] naming the file.
 
