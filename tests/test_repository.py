@@ -29,7 +29,7 @@ import pytest
 #: The top directory of the checkout these tests run from.
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The shortest home directory worth looking for: ``/root`` counts, ``/`` does not.
+#: The shortest home directory worth looking for: root's five characters count, ``/`` does not.
 SHORTEST_HOME = 5
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -47,8 +47,8 @@ def machine_directories(root):
 def machine_path_pattern(directories):
     """A regular expression matching any of ``directories`` as a whole path.
 
-    It must start a path (not follow a name character or a slash, as
-    ``/root`` in ``https://example.com/root/`` does) and end where a name
+    It must start a path (not follow a name character or a slash, as a
+    home directory's name in the path of a URL does) and end where a name
     ends: at a path separator, or at a character that cannot continue
     the name, as the backquote in "(in `/home/someone/semidbm`)".
     """
