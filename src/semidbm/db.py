@@ -261,12 +261,7 @@ def open_with(
             "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
         )
     path = os.fsdecode(os.fspath(filename))
-    try:
-        directory, lock, created = _prepare(path, flag, mode)
-    except DBMError:
-        raise
-    except OSError as exc:
-        raise _files.os_error(exc, "cannot open semidbm database") from None
+    directory, lock, created = _prepare(path, flag, mode)
     writable = flag != "r"
     try:
         database = database_class(kernel)(
@@ -298,13 +293,7 @@ def data_file(filename):
     ``verify``): the same checks as opening it read-only, and nothing is
     changed. Raises :class:`semidbm.error` if there is no such database.
     """
-    path = os.fsdecode(os.fspath(filename))
-    try:
-        directory, _, _ = _prepare(path, "r", 0)
-    except DBMError:
-        raise
-    except OSError as exc:
-        raise _files.os_error(exc, "cannot open semidbm database") from None
+    directory, _, _ = _prepare(os.fsdecode(os.fspath(filename)), "r", 0)
     directory.close()
     return directory.data_path
 
@@ -314,8 +303,19 @@ def _prepare(path, flag, mode):
 
     Returns the directory (a ``_files.Directory``, open), for a writer its
     lock, taken before anything in the directory is changed, and whether
-    this call created the database.
+    this call created the database. The operating system's errors come as
+    DBMError.
     """
+    try:
+        return _prepare_or_fail(path, flag, mode)
+    except DBMError:
+        raise
+    except OSError as exc:
+        raise _files.os_error(exc, "cannot open semidbm database") from None
+
+
+def _prepare_or_fail(path, flag, mode):
+    """``_prepare``, with the operating system's errors as they come."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
