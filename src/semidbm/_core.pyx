@@ -1008,8 +1008,7 @@ cdef class Store:
             self.apply_pending()
         if self.buffer_used:
             if self.unsettled:
-                written = os.fstat(self.fd).st_size - self.disk_end
-                done = min(max(written, 0), self.buffer_used)
+                done = _files.written_beyond(self.fd, self.disk_end, self.buffer_used)
             self.unsettled = True
             failure = self.write_out(self.buffer + done, self.buffer_used - done)
             if failure:

@@ -96,6 +96,16 @@ def catch_up(fd, start, size, replay):
     return start
 
 
+def written_beyond(fd, end, pending):
+    """How many of ``pending`` buffered bytes a failed flush already put in the file ``fd``.
+
+    The file is the writer's alone and its log is known to end at
+    ``end``: whatever lies past that is the first part of the buffer
+    (docs/FORMAT.md, "Writing"), and the next flush resumes after it.
+    """
+    return min(max(os.fstat(fd).st_size - end, 0), pending)
+
+
 def read_exactly(fd, size, offset, path):
     """Read exactly ``size`` bytes at ``offset``; DBMError if the file ends first."""
     data = read_up_to(fd, size, offset)
@@ -376,10 +386,6 @@ class Directory:
         """Remove the file ``name``."""
         os.remove(self._name(name), dir_fd=self.fd)
 
-    def rmdir(self, name):
-        """Remove the empty subdirectory ``name``."""
-        os.rmdir(self._name(name), dir_fd=self.fd)
-
     def chmod(self, fd, name, mode):
         """Give the file ``name``, open as ``fd``, the permissions ``mode`` (no umask)."""
         if hasattr(os, "fchmod"):
@@ -388,11 +394,12 @@ class Directory:
             os.chmod(self._name(name), mode)
 
     def create_unused(self, name):
-        """Create a new file ``name``, or ``name.1``, ``name.2`` ... if taken; return ``(fd, name)``."""
+        """Create a new file ``name``, or ``name.1``, ``name.2`` ... if taken; return (fd, name)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY
         candidate, number = name, 0
         while True:
             try:
-                return self.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o666), candidate
+                return self.open(candidate, flags, 0o666), candidate
             except FileExistsError:
                 number += 1
                 candidate = "%s.%d" % (name, number)

@@ -351,7 +351,7 @@ class Store:
             self._append(key, _encode_delete(key), 0, DELETED)
 
     def _append(self, key, record, value_start, value_length):
-        """Add ``record`` (of ``key``; ``value_length`` DELETED for a delete) to the log and the index.
+        """Add ``record`` of ``key`` to the log and the index (``value_length`` DELETED: a delete).
 
         The buffer is written out first when the record would overflow
         it; a record larger than the buffer goes to the file at once. If
@@ -363,8 +363,8 @@ class Store:
         try:
             if self._buffer and len(self._buffer) + len(record) > self._buffer_size:
                 self._flush()
-            previous = self._index.get(key)
             oversize = len(record) > self._buffer_size
+            previous = self._index.get(key) if oversize else None  # for _take_back
             offset = self._disk_end + len(self._buffer)
             self._buffer += record
             if value_length == DELETED:
@@ -391,7 +391,8 @@ class Store:
             os.ftruncate(self._fd, self._disk_end)
         except OSError as exc:
             self._release()
-            raise _files.os_error(exc, "cannot write to %s (database closed)" % self.path) from None
+            message = "cannot write to %s (database closed)" % self.path
+            raise _files.os_error(exc, message) from None
         self._buffer, self._unsettled = bytearray(), False
         if previous is None:
             self._index.pop(key, None)
@@ -412,8 +413,7 @@ class Store:
             return
         done = 0
         if self._unsettled:
-            written = os.fstat(self._fd).st_size - self._disk_end
-            done = min(max(written, 0), len(self._buffer))
+            done = _files.written_beyond(self._fd, self._disk_end, len(self._buffer))
         self._unsettled = True
         try:
             # A copy: a traceback that keeps this frame must not pin the buffer.
