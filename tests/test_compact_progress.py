@@ -6,7 +6,7 @@ import pytest
 
 import semidbm
 from semidbm import _kernel, db as api
-from semidbm.format import PROGRESS_STEP
+from semidbm._settings import PROGRESS_STEP
 
 from .conftest import compiled_only
 

@@ -17,7 +17,8 @@ import pytest
 
 import semidbm
 from semidbm import db
-from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE, HEADER
+from semidbm._settings import DEFAULT_BUFFER_SIZE
+from semidbm.format import COMPACT_NAME, HEADER
 
 from .conftest import kernel_name
 from .harness import crash

@@ -25,7 +25,8 @@ import pytest
 
 import semidbm
 from semidbm import db
-from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE
+from semidbm._settings import DEFAULT_BUFFER_SIZE
+from semidbm.format import COMPACT_NAME
 
 from .conftest import kernel_name
 

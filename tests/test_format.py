@@ -10,7 +10,8 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm.format import DEFAULT_BUFFER_SIZE, HEADER
+from semidbm._settings import DEFAULT_BUFFER_SIZE
+from semidbm.format import HEADER
 
 
 def put_record(key, value):

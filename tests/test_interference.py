@@ -25,7 +25,8 @@ import pytest
 
 import semidbm
 from semidbm import _files, db
-from semidbm.format import CHANGED_DURING_ITERATION, MAX_BUFFER_SIZE, SHRANK
+from semidbm._messages import CHANGED_DURING_ITERATION, SHRANK
+from semidbm._settings import MAX_BUFFER_SIZE
 
 from .conftest import compiled_only, kernel_name
 from .test_faults import small_disk  # noqa: F401  (a fixture)

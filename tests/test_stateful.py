@@ -20,7 +20,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import semidbm
 from semidbm import _kernel, db
-from semidbm.format import DEFAULT_BUFFER_SIZE, HEADER_SIZE
+from semidbm._settings import DEFAULT_BUFFER_SIZE
+from semidbm.format import HEADER_SIZE
 
 from .conftest import IMPLEMENTATIONS
 

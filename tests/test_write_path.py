@@ -10,7 +10,7 @@ without any other test noticing:
   longer goes straight to the file, and a record that exactly fills what
   is left of the buffer is buffered too;
 * a compaction reports progress after a live record that ends *exactly*
-  ``format.PROGRESS_STEP`` bytes past the last report (``>=``, not
+  ``_settings.PROGRESS_STEP`` bytes past the last report (``>=``, not
   ``>``), and not after one that ends a byte short;
 * cutting a torn tail fsyncs the kept bytes (and their directory) before
   truncating the data file, and fsyncs the data file after truncating it.
@@ -25,7 +25,8 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm.format import HEADER, HEADER_SIZE, PROGRESS_STEP
+from semidbm._settings import PROGRESS_STEP
+from semidbm.format import HEADER, HEADER_SIZE
 
 #: Bytes a put record adds to its key and value: two lengths and a CRC.
 OVERHEAD = 8 + 4

@@ -9,7 +9,8 @@ import os
 
 from . import _lock, db
 from ._records import CorruptRecord, DataFile
-from .format import DEFAULT_BUFFER_SIZE, HEADER_SIZE, torn_tail_limit
+from ._settings import DEFAULT_BUFFER_SIZE
+from .format import HEADER_SIZE, torn_tail_limit
 
 
 class Examination:

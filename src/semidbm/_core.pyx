@@ -48,12 +48,10 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 from posix.types cimport pid_t
 
-from . import _files
+from . import _files, _messages
+from ._settings import COMPACT_CHUNK as _COMPACT_CHUNK, PROGRESS_STEP as _PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import CHANGED_DURING_ITERATION as _CHANGED_DURING_ITERATION
-from .format import CHANGED_UNDER as _CHANGED_UNDER, SHRANK as _SHRANK
-from .format import COMPACTING as _COMPACTING, MAX_LENGTH as _MAX_LENGTH
-from .format import PROGRESS_STEP as _PROGRESS_STEP, check_header
+from .format import MAX_LENGTH as _MAX_LENGTH, check_header
 
 cdef extern from "_crc32.h":
     void semidbm_crc32_init()
@@ -123,18 +121,17 @@ cdef enum:
     PROJECTION_SAMPLE = 16
     # Bytes a writer maps beyond the end of a small file, so appends rarely remap.
     MAP_HEADROOM = 1 << 26
-    # Bytes a compaction collects before each write.
-    COMPACT_CHUNK = 1 << 20
     # Largest single write() (some systems refuse more than 2 GiB at once).
     WRITE_LIMIT = 1 << 30
 
 cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
-cdef str TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % _MAX_LENGTH
-cdef str COMPACTING = _COMPACTING
-cdef str CHANGED_DURING_ITERATION = _CHANGED_DURING_ITERATION
-cdef str CHANGED_UNDER = _CHANGED_UNDER
-cdef str SHRANK = _SHRANK
 cdef uint64_t PROGRESS_STEP = _PROGRESS_STEP
+cdef Py_ssize_t COMPACT_CHUNK = _COMPACT_CHUNK
+cdef str TOO_LONG = _messages.TOO_LONG
+cdef str COMPACTING = _messages.COMPACTING
+cdef str CHANGED_DURING_ITERATION = _messages.CHANGED_DURING_ITERATION
+cdef str CHANGED_UNDER = _messages.CHANGED_UNDER
+cdef str SHRANK = _messages.SHRANK
 
 
 # --- Big-endian fields and key hashing ---
@@ -225,9 +222,7 @@ cdef int borrow(object item, Borrowed* out, str what) except -1:
             out.data = PyBytes_AS_STRING(copy)
             out.size = PyBytes_GET_SIZE(copy)
     else:
-        raise TypeError(
-            "semidbm %s must be str or bytes-like, not %s" % (what, type(item).__name__)
-        )
+        raise TypeError(_messages.WRONG_TYPE % (what, type(item).__name__))
     return 0
 
 
@@ -653,7 +648,7 @@ cdef class Store:
                 stop_parsing(ring)
         if parser.corrupt:
             raise DBMLoadError(
-                "%s: corrupt record at offset %d (key length %d, value length %d)"
+                _messages.CORRUPT_RECORD
                 % (self.path, base + parser.position, parser.key_size, parser.value_size)
             )
         self.fit()
@@ -937,20 +932,15 @@ cdef class Store:
             with self.guard:
                 pass
         if self.fd < 0:
-            raise DBMError("semidbm database %s is closed" % self.path)
+            raise DBMError(_messages.CLOSED % self.path)
         return 0
 
     cdef int check_writable(self, str action) except -1:
         self.check_open()
         if self.owner:
-            raise DBMError(
-                "cannot %s: semidbm database %s belongs to process %d; a forked "
-                "child may only read it" % (action, self.path, self.owner)
-            )
+            raise DBMError(_messages.FORKED % (action, self.path, self.owner))
         if not self.writable:
-            raise DBMError(
-                "cannot %s: semidbm database %s is open read-only" % (action, self.path)
-            )
+            raise DBMError(_messages.READ_ONLY % (action, self.path))
         return 0
 
     cdef int raise_os_error(self, int number, str action) except -1:
@@ -983,8 +973,8 @@ cdef class Store:
             # The file now ends in a partial record: stop here; the next
             # open treats it as a torn tail.
             self.release()
-            self.raise_os_error(number, "cannot write to %s (database closed)" % self.path)
-        self.raise_os_error(number, "cannot write to %s" % self.path)
+            self.raise_os_error(number, _messages.WRITE_CLOSED % self.path)
+        self.raise_os_error(number, _messages.WRITE_FAILED % self.path)
 
     cdef int grew(self, Py_ssize_t size) except -1:
         """Account for ``size`` bytes written at the end of the log; remap if needed."""
@@ -1012,7 +1002,7 @@ cdef class Store:
             self.unsettled = True
             failure = self.write_out(self.buffer + done, self.buffer_used - done)
             if failure:
-                self.raise_os_error(failure, "cannot write to %s" % self.path)
+                self.raise_os_error(failure, _messages.WRITE_FAILED % self.path)
             used = self.buffer_used
             self.buffer_used = 0
             self.unsettled = False
@@ -1120,11 +1110,9 @@ cdef class Store:
         if self.verify:
             expected = load_be32(value + value_size)
             if crc32(0, found + LENGTHS_SIZE, key_size + value_size) != expected:
-                raise DBMChecksumError(
-                    "%s: checksum mismatch in the value of key %r at offset %d"
-                    % (self.path, PyBytes_FromStringAndSize(key, key_size),
-                       offset + LENGTHS_SIZE + key_size)
-                )
+                raise DBMChecksumError(_messages.CHECKSUM_MISMATCH % (
+                    self.path, PyBytes_FromStringAndSize(key, key_size),
+                    offset + LENGTHS_SIZE + key_size))
         return PyBytes_FromStringAndSize(value, value_size)
 
     def __setitem__(self, key, value):
@@ -1254,7 +1242,7 @@ cdef class Store:
         if the index points at it; memory use is one chunk. The index is
         then rebuilt from the new file. ``progress``, if given, is called
         as ``progress(done, total)`` (bytes of the old log, see
-        ``format.PROGRESS_STEP``); an exception from it abandons the
+        ``_settings.PROGRESS_STEP``); an exception from it abandons the
         compaction and leaves the database as it was.
         """
         with self.guard:
@@ -1288,7 +1276,7 @@ cdef class Store:
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
         corrupt record, or a data file cut shorter than the log this
-        reader has read (``format.SHRANK``), raises and closes the
+        reader has read (``_messages.SHRANK``), raises and closes the
         reader. A writer's own store is always current: for it this does
         nothing.
         """
@@ -1359,7 +1347,7 @@ cdef class Store:
     cdef int write_live(self, int out, object progress) except -1:
         """Copy the records the index points at to the file ``out``, in log order.
 
-        Calls ``progress(done, total)`` as described in ``format.PROGRESS_STEP``.
+        Calls ``progress(done, total)`` as described in ``_settings.PROGRESS_STEP``.
         """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
         cdef uint64_t position = HEADER_SIZE
@@ -1453,7 +1441,7 @@ cdef class KeyIterator:
         if store.busy:
             store.check_open()
         if store.fd < 0:
-            raise DBMError("semidbm database %s was closed during iteration" % store.path)
+            raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
         if store.pending_count:
             store.apply_pending()
         if store.version != self.version:

@@ -11,6 +11,7 @@ import struct
 import warnings
 import zlib
 
+from . import _messages
 from .errors import DBMError, DBMLoadError, TornTailWarning
 from .format import (
     CHECKSUM_SIZE,
@@ -227,13 +228,9 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover, stackl
     path = directory.data_path
     tail = size - end
     if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size):
-        raise DBMLoadError(
-            "%s: %d unreadable bytes at offset %d, a record whose length runs "
-            "past records that follow it; open with recover=True to drop them "
-            "(a writer keeps them in %s%d)" % (path, tail, end, TORN_PREFIX, end)
-        )
+        raise DBMLoadError(_messages.DAMAGED_LENGTH % (path, tail, end, TORN_PREFIX, end))
     warnings.warn(
-        "%s: dropped a torn tail of %d bytes at offset %d" % (path, tail, end),
+        _messages.TORN_TAIL % (path, tail, end),
         TornTailWarning,
         stacklevel=stacklevel,
     )

@@ -114,7 +114,7 @@ class Store(Protocol):
 
         Keys added or removed meanwhile, or a compaction or a refresh
         that rebuilds the index, make the next step raise RuntimeError
-        (``format.CHANGED_DURING_ITERATION``), and closing the store makes
+        (``_messages.CHANGED_DURING_ITERATION``), and closing the store makes
         it raise DBMError: a mapping's iterator must not silently skip or
         repeat keys.
         """
@@ -147,7 +147,7 @@ class Store(Protocol):
         ``data``, and the directory after, so a crash leaves either the
         old file or the new one, whole. ``progress``, if given, is called
         as ``progress(done, total)`` (bytes of the old log, see
-        ``format.PROGRESS_STEP``); an exception from it abandons the
+        ``_settings.PROGRESS_STEP``); an exception from it abandons the
         compaction and leaves the database as it was. Writers only.
         """
 
@@ -158,7 +158,7 @@ class Store(Protocol):
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
         corrupt record, or a data file cut shorter than the log this
-        reader has read (``format.SHRANK``), raises and closes the
+        reader has read (``_messages.SHRANK``), raises and closes the
         reader. A writer's own store is always current: for it this does
         nothing.
         """

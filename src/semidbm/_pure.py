@@ -14,26 +14,12 @@ from zlib import crc32
 
 from . import _files
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import (
-    CHANGED_DURING_ITERATION,
-    CHANGED_UNDER,
-    CHECKSUM_SIZE,
-    COMPACTING,
-    DELETED,
-    HEADER_SIZE,
-    LENGTHS_SIZE,
-    MAX_LENGTH,
-    INTERRUPTED,
-    PROGRESS_STEP,
-    SHRANK,
-    check_header,
-)
+from . import _messages
+from ._settings import COMPACT_CHUNK, PROGRESS_STEP
+from .format import CHECKSUM_SIZE, DELETED, HEADER_SIZE, LENGTHS_SIZE, MAX_LENGTH, check_header
 
 _LENGTHS = struct.Struct("!ii")
 _CHECKSUM = struct.Struct("!I")
-#: How many bytes a compaction collects before each write.
-_COMPACT_CHUNK = 1 << 20
-_TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % MAX_LENGTH
 
 
 def as_key(key):
@@ -46,10 +32,10 @@ def as_key(key):
         view = memoryview(key)
     except TypeError:
         raise TypeError(
-            "semidbm keys must be str or bytes-like, not %s" % type(key).__name__
+            _messages.WRONG_TYPE % ("keys", type(key).__name__)
         ) from None
     if view.nbytes > MAX_LENGTH:
-        raise ValueError(_TOO_LONG % "keys")
+        raise ValueError(_messages.TOO_LONG % "keys")
     return view.tobytes()
 
 
@@ -63,10 +49,10 @@ def as_value(value):
         view = memoryview(value)
     except TypeError:
         raise TypeError(
-            "semidbm values must be str or bytes-like, not %s" % type(value).__name__
+            _messages.WRONG_TYPE % ("values", type(value).__name__)
         ) from None
     if view.nbytes > MAX_LENGTH:
-        raise ValueError(_TOO_LONG % "values")
+        raise ValueError(_messages.TOO_LONG % "values")
     return view.tobytes()
 
 
@@ -87,7 +73,7 @@ def replay_log(data, index, position, path, base=0):
         key_length, value_length = unpack_lengths(data, position)
         if key_length < 0 or value_length < DELETED:
             raise DBMLoadError(
-                "%s: corrupt record at offset %d (key length %d, value length %d)"
+                _messages.CORRUPT_RECORD
                 % (path, base + position, key_length, value_length)
             )
         key_start = position + LENGTHS_SIZE
@@ -151,7 +137,7 @@ class Store:
     A re-entrant lock makes each operation atomic for threads sharing the
     store. Code that interrupts an operation in its own thread (a signal
     handler, a finalizer) and uses the store meanwhile is refused with
-    ``format.INTERRUPTED``: ``_busy`` holds the message while an
+    ``_messages.INTERRUPTED``: ``_busy`` holds the message while an
     operation runs.
 
     Writes go through the buffer: ``_disk_end`` is where the file is known
@@ -214,19 +200,14 @@ class Store:
         if self._busy:
             raise DBMError(self._busy % self.path)
         if self._fd < 0:
-            raise DBMError("semidbm database %s is closed" % self.path)
+            raise DBMError(_messages.CLOSED % self.path)
 
     def _check_writable(self, action):
         self._check_open()
         if self._owner is not None:
-            raise DBMError(
-                "cannot %s: semidbm database %s belongs to process %d; a forked "
-                "child may only read it" % (action, self.path, self._owner)
-            )
+            raise DBMError(_messages.FORKED % (action, self.path, self._owner))
         if not self.writable:
-            raise DBMError(
-                "cannot %s: semidbm database %s is open read-only" % (action, self.path)
-            )
+            raise DBMError(_messages.READ_ONLY % (action, self.path))
 
     def __len__(self):
         with self._guard:
@@ -252,17 +233,17 @@ class Store:
                 with self._guard:
                     self._check_open()
             if self._fd < 0:
-                raise DBMError("semidbm database %s was closed during iteration" % self.path)
+                raise DBMError(_messages.CLOSED_DURING_ITERATION % self.path)
             try:
                 key = next(keys)
             except StopIteration:
                 return
             except RuntimeError:  # the dict gained or lost keys
-                raise RuntimeError(CHANGED_DURING_ITERATION % self.path) from None
+                raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path) from None
             if self._index is not index:
                 # A compaction or a refresh after one rebuilt the index, as
                 # the compiled kernel's table is rebuilt.
-                raise RuntimeError(CHANGED_DURING_ITERATION % self.path)
+                raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)
             yield key
 
     def keys(self):
@@ -279,7 +260,7 @@ class Store:
         """Return a list of all ``(key, value)`` pairs, taken atomically."""
         with self._guard:
             self._check_open()
-            self._busy = INTERRUPTED
+            self._busy = _messages.INTERRUPTED
             try:
                 return [
                     (key, self._read(key, offset, length))
@@ -299,7 +280,7 @@ class Store:
                 offset, length = self._index[key]
             except KeyError:
                 raise KeyError(original) from None
-            self._busy = INTERRUPTED
+            self._busy = _messages.INTERRUPTED
             try:
                 return self._read(key, offset, length)
             finally:
@@ -324,8 +305,7 @@ class Store:
         (expected,) = _CHECKSUM.unpack_from(data, length)
         if crc32(value, crc32(key)) != expected:
             raise DBMChecksumError(
-                "%s: checksum mismatch in the value of key %r at offset %d"
-                % (self.path, key, offset)
+                _messages.CHECKSUM_MISMATCH % (self.path, key, offset)
             )
         return value
 
@@ -338,7 +318,7 @@ class Store:
             if type(value) is not bytes:
                 value = as_value(value)
             if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
-                raise ValueError(_TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
+                raise ValueError(_messages.TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
             self._append(key, _encode_put(key, value), LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
@@ -359,7 +339,7 @@ class Store:
         propagates. The record enters the buffer and the index with no
         call in between, where a signal handler could run.
         """
-        self._busy = INTERRUPTED
+        self._busy = _messages.INTERRUPTED
         try:
             if self._buffer and len(self._buffer) + len(record) > self._buffer_size:
                 self._flush()
@@ -391,7 +371,7 @@ class Store:
             os.ftruncate(self._fd, self._disk_end)
         except OSError as exc:
             self._release()
-            message = "cannot write to %s (database closed)" % self.path
+            message = _messages.WRITE_CLOSED % self.path
             raise _files.os_error(exc, message) from None
         self._buffer, self._unsettled = bytearray(), False
         if previous is None:
@@ -419,7 +399,7 @@ class Store:
             # A copy: a traceback that keeps this frame must not pin the buffer.
             _files.write_all(self._fd, self._buffer[done:])
         except OSError as exc:
-            raise _files.os_error(exc, "cannot write to %s" % self.path) from None
+            raise _files.os_error(exc, _messages.WRITE_FAILED % self.path) from None
         self._disk_end, self._buffer, self._unsettled = (
             self._disk_end + len(self._buffer),
             bytearray(),
@@ -440,7 +420,7 @@ class Store:
             self._sync()
 
     def _sync(self):
-        self._busy = INTERRUPTED
+        self._busy = _messages.INTERRUPTED
         try:
             self._flush()
             try:
@@ -458,20 +438,20 @@ class Store:
         the new one, whole. The log is read in order and each record kept
         if the index points at it; memory use is one chunk besides the new
         index. ``progress``, if given, is called as ``progress(done,
-        total)`` (bytes of the old log, see ``format.PROGRESS_STEP``); an
+        total)`` (bytes of the old log, see ``_settings.PROGRESS_STEP``); an
         exception from it abandons the compaction and leaves the database
         as it was.
         """
         with self._guard:
             self._check_writable("compact")
-            self._busy = INTERRUPTED
+            self._busy = _messages.INTERRUPTED
             try:
                 self._flush()
-                self._busy = COMPACTING
+                self._busy = _messages.COMPACTING
                 index = _files.write_compacted(
                     self._directory, self._fd, lambda out: self._write_live_records(out, progress)
                 )
-                self._busy = INTERRUPTED
+                self._busy = _messages.INTERRUPTED
                 os.close(self._fd)
                 self._fd = -1
                 replaced, failure = _files.install_compacted(self._directory)
@@ -487,7 +467,7 @@ class Store:
     def _write_live_records(self, out, progress):
         """Copy the records the index points at to ``out``, in log order; return their new index.
 
-        Calls ``progress(done, total)`` as described in ``format.PROGRESS_STEP``.
+        Calls ``progress(done, total)`` as described in ``_settings.PROGRESS_STEP``.
         """
         total = self._disk_end
         index = {}
@@ -510,10 +490,10 @@ class Store:
                     value_start = position + LENGTHS_SIZE + key_length
                     key = data[position + LENGTHS_SIZE : value_start]
                     if self._index.get(key) == (value_start, value_length):
-                        if len(chunk) + size > _COMPACT_CHUNK:
+                        if len(chunk) + size > COMPACT_CHUNK:
                             _files.write_all(out, chunk)
                             chunk.clear()
-                        if size > _COMPACT_CHUNK:
+                        if size > COMPACT_CHUNK:
                             with memoryview(data) as view:
                                 _files.write_all(out, view[position : position + size])
                         else:
@@ -530,7 +510,7 @@ class Store:
         return index
 
     def _changed(self, position):
-        raise DBMError(CHANGED_UNDER % (self.path, position))
+        raise DBMError(_messages.CHANGED_UNDER % (self.path, position))
 
     def refresh(self):
         """Bring in what the writer has written to the file since this reader opened.
@@ -539,7 +519,7 @@ class Store:
         record (a write in progress) waits for the next refresh. If the
         writer compacted, the new data file is opened and read whole. A
         corrupt record, or a data file cut shorter than the log this
-        reader has read (``format.SHRANK``), raises and closes the
+        reader has read (``_messages.SHRANK``), raises and closes the
         reader. A writer's own store is always current: for it this does
         nothing.
         """
@@ -547,7 +527,7 @@ class Store:
             self._check_open()
             if self.writable or self._owner is not None:
                 return
-            self._busy = INTERRUPTED
+            self._busy = _messages.INTERRUPTED
             try:
                 self._refresh()
             finally:
@@ -567,7 +547,7 @@ class Store:
         elif size != self._disk_end:
             try:
                 if size < self._disk_end:
-                    raise DBMError(SHRANK % (self.path, size, self._disk_end))
+                    raise DBMError(_messages.SHRANK % (self.path, size, self._disk_end))
                 self._disk_end = _files.catch_up(
                     self._fd,
                     self._disk_end,

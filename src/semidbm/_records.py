@@ -15,7 +15,7 @@ import struct
 from collections import namedtuple
 from zlib import crc32
 
-from . import _files
+from . import _files, _messages
 from .errors import DBMLoadError
 from .format import CHECKSUM_SIZE, DELETED, HEADER_SIZE, LENGTHS_SIZE, check_header
 
@@ -41,8 +41,7 @@ class CorruptRecord(DBMLoadError):
 
     def __init__(self, path, offset, key_length, value_length):
         super().__init__(
-            "%s: corrupt record at offset %d (key length %d, value length %d)"
-            % (path, offset, key_length, value_length)
+            _messages.CORRUPT_RECORD % (path, offset, key_length, value_length)
         )
         self.offset = offset
 

@@ -16,16 +16,9 @@ import weakref
 from collections.abc import MutableMapping
 
 from . import _files, _kernel, _lock
+from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError
-from .format import (
-    COMPACT_NAME,
-    DATA_NAME,
-    DEFAULT_BUFFER_SIZE,
-    HEADER,
-    LOCK_NAME,
-    MAGIC,
-    MAX_BUFFER_SIZE,
-)
+from .format import COMPACT_NAME, DATA_NAME, HEADER, LOCK_NAME, MAGIC
 
 implementation, _default_kernel = _kernel.choose()
 

@@ -9,6 +9,7 @@ value. A delete record has value length -1 and no value.
 
 import struct
 
+from ._settings import DEFAULT_BUFFER_SIZE
 from .errors import DBMLoadError
 
 MAGIC = b"SEMI"
@@ -33,47 +34,6 @@ COMPACT_NAME = "data.compact"
 LOCK_NAME = "lock"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
-
-#: Bytes of the old log a compaction gets through between two calls of its
-#: progress callback. ``compact(progress)`` calls ``progress(done, total)``
-#: after each live record that ends at least this far past the last call
-#: (``done`` is the offset in the old data file where that record ends),
-#: and ``progress(total, total)`` at the end; ``total`` is the old data
-#: file's size. Both kernels call it at the same points.
-PROGRESS_STEP = 1 << 20
-#: The error for a compaction's progress callback that uses the database.
-COMPACTING = (
-    "semidbm database %s is being compacted: its progress callback cannot use it"
-)
-#: The error for code that runs in the middle of an operation of the same
-#: thread (a signal handler, a finalizer) and uses the database: the
-#: interrupted operation has the log half updated.
-INTERRUPTED = (
-    "semidbm database %s is in the middle of an operation that this code "
-    "interrupted (a signal handler or a finalizer): it cannot be used until "
-    "that operation returns"
-)
-#: The error of an iterator whose database gained or lost keys, or was
-#: compacted or refreshed, since the iteration began.
-CHANGED_DURING_ITERATION = (
-    "semidbm database %s changed during iteration (keys were added or "
-    "removed, or it was compacted or refreshed)"
-)
-#: The error of an operation that finds the log other than the database wrote it.
-CHANGED_UNDER = "%s changed under the open database at offset %d"
-#: The error of a reader's ``refresh()`` that finds the data file shorter
-#: than the log it has read: another process cut the file. The reader is
-#: closed, since what it indexed is gone.
-SHRANK = (
-    "%s is %d bytes, shorter than the %d bytes of log this reader has read: "
-    "the data file was cut under the open database; the reader is closed"
-)
-
-#: Default size of the append buffer, in bytes.
-DEFAULT_BUFFER_SIZE = 1024 * 1024
-#: Largest append buffer ``open`` accepts (1 GiB): larger ones only delay
-#: the write, and a mistyped size should fail before the disk is touched.
-MAX_BUFFER_SIZE = 1 << 30
 
 
 def torn_tail_limit(buffer_size):

@@ -1,0 +1,68 @@
+"""The messages of the errors both kernels raise, written once.
+
+The two kernels must raise the same errors with the same words (the
+tests compare them), so each message lives here and both format it.
+Every ``%s`` of a database is its data file's path.
+"""
+
+from .format import MAX_LENGTH
+
+#: A key or value of a type the store does not take (``%s``: "keys" or
+#: "values", then the type's name).
+WRONG_TYPE = "semidbm %s must be str or bytes-like, not %s"
+#: A key or value longer than a length field holds (``%s``: "keys" or "values").
+TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % MAX_LENGTH
+#: An operation on a closed store.
+CLOSED = "semidbm database %s is closed"
+#: The next step of an iterator whose store was closed since it began.
+CLOSED_DURING_ITERATION = "semidbm database %s was closed during iteration"
+#: A write to a store opened read-only (the action, then the path).
+READ_ONLY = "cannot %s: semidbm database %s is open read-only"
+#: A write in a forked child to its parent's writer (action, path, parent's pid).
+FORKED = (
+    "cannot %s: semidbm database %s belongs to process %d; a forked "
+    "child may only read it"
+)
+#: A value whose CRC-32 does not match (path, key, offset of the value).
+CHECKSUM_MISMATCH = "%s: checksum mismatch in the value of key %r at offset %d"
+#: A record whose lengths no record can have (path, offset, key length,
+#: value length): nothing after it can be read.
+CORRUPT_RECORD = "%s: corrupt record at offset %d (key length %d, value length %d)"
+#: A long unreadable tail after which records go on (path, tail length,
+#: offset, then the torn prefix and offset of the file a writer keeps).
+DAMAGED_LENGTH = (
+    "%s: %d unreadable bytes at offset %d, a record whose length runs "
+    "past records that follow it; open with recover=True to drop them "
+    "(a writer keeps them in %s%d)"
+)
+#: The warning of a torn tail left out at open (path, length, offset).
+TORN_TAIL = "%s: dropped a torn tail of %d bytes at offset %d"
+#: A write that failed and, failing to cut back its partial record, closed the store.
+WRITE_CLOSED = "cannot write to %s (database closed)"
+#: A write that failed.
+WRITE_FAILED = "cannot write to %s"
+#: A progress callback of a compaction that uses the database.
+COMPACTING = "semidbm database %s is being compacted: its progress callback cannot use it"
+#: Code that runs in the middle of an operation of the same thread (a
+#: signal handler, a finalizer) and uses the database: the interrupted
+#: operation has the log half updated.
+INTERRUPTED = (
+    "semidbm database %s is in the middle of an operation that this code "
+    "interrupted (a signal handler or a finalizer): it cannot be used until "
+    "that operation returns"
+)
+#: An iterator whose database gained or lost keys, or was compacted or
+#: refreshed, since the iteration began.
+CHANGED_DURING_ITERATION = (
+    "semidbm database %s changed during iteration (keys were added or "
+    "removed, or it was compacted or refreshed)"
+)
+#: An operation that finds the log other than the database wrote it (path, offset).
+CHANGED_UNDER = "%s changed under the open database at offset %d"
+#: A reader's ``refresh()`` that finds the data file shorter than the log
+#: it has read (path, size, log read): another process cut the file. The
+#: reader is closed, since what it indexed is gone.
+SHRANK = (
+    "%s is %d bytes, shorter than the %d bytes of log this reader has read: "
+    "the data file was cut under the open database; the reader is closed"
+)
