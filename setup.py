@@ -6,6 +6,7 @@ time skips the compiled kernel: the package is then pure Python (a
 a failed compilation is an error that says how to skip it.
 """
 
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -42,7 +43,9 @@ def compiled_kernel():
             Extension(
                 "semidbm._core",
                 ["src/semidbm/_core.pyx"],
-                depends=["src/semidbm/_crc32.h", "src/semidbm/_platform.h"],
+                # The files _core.pyx includes: a change to one rebuilds the kernel.
+                depends=sorted(glob.glob("src/semidbm/*.pxi"))
+                + ["src/semidbm/_crc32.h", "src/semidbm/_platform.h"],
             )
         ],
         compiler_directives={"language_level": 3},

@@ -235,8 +235,8 @@ class Gnu(Contender):
     )
 
     def __init__(self):
-        import dbm.gnu
         import _gdbm
+        import dbm.gnu
 
         self.module = dbm.gnu
         version = getattr(_gdbm, "_GDBM_VERSION", None)

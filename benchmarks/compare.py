@@ -1,8 +1,10 @@
 """Runs semidbm and its rivals side by side: the classic dbm benchmark and shelves.
 
-Usage (``bash scripts/bench.sh`` sets up the environments and runs this)::
+Usage (the nox session ``bench`` sets up the environments and runs this
+with the arguments after ``--``; without any, ``--preset a --out-dir
+docs/bench``)::
 
-    .venv/bin/python benchmarks/compare.py [--preset a|b|c|d|all] [--repeat R]
+    bash scripts/nox.sh -s bench -- [--preset a|b|c|d|all] [--repeat R]
         [--quick] [--keys N] [--value-size B] [--key-size K] [--with-dumb]
         [--out-dir DIR]
 
@@ -282,7 +284,10 @@ def source_version():
     """
 
     def git(*arguments):
-        done = subprocess.run(["git", "-C", REPO, *arguments], capture_output=True, text=True)
+        try:
+            done = subprocess.run(["git", "-C", REPO, *arguments], capture_output=True, text=True)
+        except FileNotFoundError:  # git is not installed
+            return None
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "--short", "HEAD")

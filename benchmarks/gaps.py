@@ -1,6 +1,6 @@
 """Measures the causes the README gives for the targets preset a misses.
 
-Usage::
+Usage (``.venv`` is made by ``bash scripts/nox.sh -s dev``)::
 
     .venv/bin/python benchmarks/gaps.py [--keys N] [--repeat R]
 

@@ -15,7 +15,7 @@ new / old; the median of ``--repeat`` runs counts.
 
 NEW defaults to the working tree as committed at HEAD. Needs valgrind,
 taskset and git; takes about a minute a workload and commit at 200,000
-records.
+records. ``bash scripts/nox.sh -s dev`` makes ``.venv``.
 """
 
 import argparse

@@ -1,8 +1,9 @@
 """The scale benchmark: the numbers 0 to N-1 as keys, their English words as values.
 
-Usage::
+Usage (the nox session ``scale`` sets up its environment and runs this
+with the arguments after ``--``)::
 
-    .venv/bin/python benchmarks/scale.py [--records N] [--gdbm-seconds S]
+    bash scripts/nox.sh -s scale -- [--records N] [--gdbm-seconds S]
         [--reads R] [--cold] [--compact] [--dir DIR] [--keep] [--out FILE.md]
 
 The data set is the one of a widely read account of GNU dbm at scale:
@@ -73,7 +74,7 @@ MIB = 1 << 20
 
 
 def run_phase(name, arguments, notes):
-    """Run the phase ``name`` in a fresh process; return its JSON result, noting the load average."""
+    """Run the phase ``name`` in a fresh process; return its JSON result, noting the load."""
     before = os.getloadavg()[0]
     done = subprocess.run([sys.executable, WORKER] + arguments, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -350,7 +351,8 @@ def main():
     notes = []
     try:
         path = os.path.join(directory, "semidbm.db")
-        semidbm = run_phase("semidbm load", ["load", "semidbm", "--records", str(args.records), "--path", path], notes)
+        load_arguments = ["load", "semidbm", "--records", str(args.records), "--path", path]
+        semidbm = run_phase("semidbm load", load_arguments, notes)
         reopen_arguments = ["reopen", "--records", str(args.records), "--path", path]
         cold = None
         if args.cold:

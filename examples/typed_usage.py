@@ -2,7 +2,7 @@
 
 semidbm ships type information (``py.typed``, a stub for the package and
 one for the compiled kernel), so code like this is checked against the
-real signatures. ``scripts/check_packaging.sh`` runs mypy on it against
+real signatures. ``scripts/check_packaging.py`` runs mypy on it against
 the installed wheel, and runs it.
 """
 

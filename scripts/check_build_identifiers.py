@@ -1,7 +1,7 @@
 """Assert the exact list of wheels cibuildwheel builds, per platform and per workflow job.
 
 Run with the interpreter that has the pinned packaging tools
-(``scripts/packaging-requirements.txt``); ``scripts/check_packaging.sh``
+(``scripts/packaging-requirements.txt``); ``scripts/check_packaging.py``
 does. For each platform, ``cibuildwheel --print-build-identifiers``
 (offline: it only reads ``pyproject.toml``) must list exactly the
 intended builds below. Then each job of ``.github/workflows/wheels.yml``
@@ -33,7 +33,9 @@ INTENDED = {
         for libc in ("manylinux", "musllinux")
         for arch in ("x86_64", "aarch64")
     },
-    "macos": {"%s-macosx_%s" % (version, arch) for version in VERSIONS for arch in ("x86_64", "arm64")},
+    "macos": {
+        "%s-macosx_%s" % (version, arch) for version in VERSIONS for arch in ("x86_64", "arm64")
+    },
     "windows": {"%s-win_amd64" % version for version in VERSIONS},
 }
 
@@ -57,7 +59,8 @@ def identifiers(platform, archs=None):
 def workflow_jobs():
     """The ``(platform, archs)`` of each job in the wheels workflow's matrix."""
     workflow = YAML(typ="safe").load(WORKFLOW.read_text(encoding="utf-8"))
-    return [(job["platform"], job["archs"]) for job in workflow["jobs"]["wheels"]["strategy"]["matrix"]["include"]]
+    jobs = workflow["jobs"]["wheels"]["strategy"]["matrix"]["include"]
+    return [(job["platform"], job["archs"]) for job in jobs]
 
 
 def main():
@@ -76,7 +79,9 @@ def main():
         job = identifiers(platform, archs)
         print("workflow job %s %s: %d builds" % (platform, archs, len(job)))
         built += [(platform, identifier) for identifier in job]
-    intended_all = {(platform, identifier) for platform, ids in INTENDED.items() for identifier in ids}
+    intended_all = {
+        (platform, identifier) for platform, ids in INTENDED.items() for identifier in ids
+    }
     if len(built) != len(set(built)):
         failures.append("workflow: some wheels are built by more than one job")
     if set(built) != intended_all:

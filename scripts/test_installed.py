@@ -1,7 +1,7 @@
 """Run the test suite against the installed semidbm, not the source tree.
 
 cibuildwheel's test command runs it on every wheel it builds, and
-``scripts/check_packaging.sh`` on the wheel and sdist installs it makes.
+``scripts/check_packaging.py`` on the wheel and sdist installs it makes.
 Run it with the interpreter that has semidbm installed; extra arguments
 go to pytest. It:
 
@@ -39,11 +39,15 @@ def check_installed_kernel():
 
     location = Path(semidbm.__file__).resolve()
     if (PROJECT / "src") in location.parents:
-        sys.exit("test_installed: semidbm comes from the source tree (%s), not an install" % location)
+        sys.exit(
+            "test_installed: semidbm comes from the source tree (%s), not an install" % location
+        )
     compiled = importlib.util.find_spec("semidbm._core") is not None
     if no_extensions():
         if compiled or semidbm.implementation != "python":
-            sys.exit("test_installed: SEMIDBM_NO_EXTENSIONS is set, yet the compiled kernel is installed")
+            sys.exit(
+                "test_installed: SEMIDBM_NO_EXTENSIONS is set, yet the compiled kernel is installed"
+            )
     elif semidbm.implementation != "cython":
         sys.exit(
             "test_installed: semidbm.implementation is %r, not 'cython' (compiled kernel %s)"

@@ -9,6 +9,11 @@ the environment variable ``SEMIDBM_NO_EXTENSIONS`` is set (non-empty,
 not ``0``): the same variable that makes the build skip the extension.
 It then tests such an install: the pure-Python kernel only, with the
 compiled one required to be absent.
+
+``pytest --kernel cython`` leaves out the runs of the other kernel (and
+``--kernel python`` those of the compiled one): the tests collected once
+per kernel keep only that kernel's run; the tests of neither kernel, or
+of both side by side, all stay.
 """
 
 import functools
@@ -52,3 +57,41 @@ def dbpath(tmp_path):
 def kernel_name(kernel):
     """The implementation name ("python" or "cython") of a kernel module."""
     return next(name for name, module in _kernel.MODULES.items() if module == kernel.__name__)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--kernel",
+        choices=["python", "cython"],
+        help="run the tests collected once per kernel on this kernel only",
+    )
+
+
+def kernel_of(item):
+    """The kernel a collected test runs, or None if it is not one of a test's per-kernel runs.
+
+    That is the ``kernel`` parameter (``test_x[cython]``), or for the
+    stateful tests the kernel that ends their class name
+    (``TestDatabase_cython``, made once per kernel by test_stateful).
+    """
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "kernel" in callspec.params:
+        return callspec.params["kernel"]
+    if item.cls is not None:
+        return next(
+            (name for name in IMPLEMENTATIONS if item.parent.name.endswith("_" + name)), None
+        )
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``--kernel``, deselect the per-kernel runs of the other kernel."""
+    wanted = config.getoption("kernel")
+    if wanted is None:
+        return
+    kept, other = [], []
+    for item in items:
+        (other if kernel_of(item) not in (None, wanted) else kept).append(item)
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = kept

@@ -232,9 +232,11 @@ def test_export_refuses_stdout_appending_to_the_database(tool, filled):
 
 def test_convert_from_gnu_and_dumb(tool, tmp_path):
     import dbm.dumb
-    import dbm.gnu
 
-    for module in [dbm.gnu, dbm.dumb]:
+    gnu = pytest.importorskip(
+        "dbm.gnu", reason="this Python has no dbm.gnu (Debian's own has it with python3-gdbm)"
+    )
+    for module in [gnu, dbm.dumb]:
         source = str(tmp_path / module.__name__)
         with module.open(source, "c") as database:
             database[b"key"] = b"value"
@@ -264,8 +266,8 @@ def test_bench_is_a_quick_timing_of_semidbm_alone(tool, tmp_path):
     assert os.listdir(tmp_path) == []
     pure = run(tool, "bench", "-n", "100", env=dict(os.environ, SEMIDBM_PURE_PYTHON="1"))
     assert b"python kernel" in pure.stdout
-    helptext = run(tool, "bench", "--help").stdout
-    assert b"benchmarks/compare.py" in helptext and b"scripts/bench.sh" in helptext
+    helptext = b" ".join(run(tool, "bench", "--help").stdout.split())  # as one line
+    assert b"benchmarks/compare.py" in helptext and b"scripts/nox.sh -s bench" in helptext
 
 
 @pytest.mark.parametrize(
@@ -348,8 +350,15 @@ def test_output_cut_short_by_the_reader_is_no_error(tool, tmp_path):
 
 
 def run_with_terminal_stderr(tool, *args):
-    """Run the tool with stderr on a pseudo-terminal; return what it drew there."""
-    controller, terminal = pty.openpty()
+    """Run the tool with stderr on a pseudo-terminal; return what it drew there.
+
+    The calling test is skipped where no pseudo-terminal can be had (as in
+    a chroot without /dev/pts mounted).
+    """
+    try:
+        controller, terminal = pty.openpty()
+    except OSError as exc:
+        pytest.skip("no pseudo-terminal to draw on: %s" % exc)
     try:
         process = subprocess.Popen(
             tool + [os.fspath(arg) for arg in args], stdout=subprocess.DEVNULL, stderr=terminal

@@ -5,7 +5,8 @@ import os
 import pytest
 
 import semidbm
-from semidbm import _kernel, db as api
+from semidbm import _kernel
+from semidbm import db as api
 from semidbm._settings import PROGRESS_STEP
 
 from .conftest import compiled_only
@@ -61,7 +62,8 @@ def test_both_kernels_call_progress_alike(tmp_path):
             calls[name] = []
             database.compact(progress=lambda *call, into=calls[name]: into.append(call))
     assert calls["python"] == calls["cython"]
-    assert (tmp_path / "python" / "data").read_bytes() == (tmp_path / "cython" / "data").read_bytes()
+    written = {name: (tmp_path / name / "data").read_bytes() for name in ("python", "cython")}
+    assert written["python"] == written["cython"]
 
 
 def test_an_empty_database_reports_its_end(dbopen, dbpath):

@@ -1,6 +1,6 @@
 """The comparison benchmark's arithmetic and file handling (benchmarks/compare.py, _pagecache.py).
 
-The benchmark itself runs in CI as ``scripts/bench.sh --quick``; these
+The benchmark itself runs in CI as ``scripts/nox.sh -s bench -- --quick``; these
 tests pin what its report claims: which ratios it quotes and whether a
 target counts as met.
 """

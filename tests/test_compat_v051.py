@@ -63,7 +63,7 @@ def v051_python():
     if not python:
         message = (
             "SEMIDBM_V051_PYTHON is not set; it must name a Python with semidbm==0.5.1 "
-            "installed (scripts/setup.sh makes .venv-v051, scripts/test.sh sets it)"
+            "installed (the nox sessions make .venv-v051 and set it: bash scripts/nox.sh -s tests)"
         )
         if "CI" in os.environ:
             pytest.fail(message + " -- required when CI is set", pytrace=False)

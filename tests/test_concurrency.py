@@ -118,7 +118,8 @@ def test_second_writer_in_the_same_process_is_refused(dbopen, dbpath):
     first[b"a"] = b"1"
     first.sync()
     for flag in "wcn":
-        with pytest.raises(semidbm.error, match="locked by another writer \\(process %d\\)" % os.getpid()):
+        refusal = "locked by another writer \\(process %d\\)" % os.getpid()
+        with pytest.raises(semidbm.error, match=refusal):
             dbopen(dbpath, flag)
     assert first[b"a"] == b"1", "a refused 'n' must not empty the database"
     first.close()
@@ -151,7 +152,8 @@ def test_writer_in_another_process_is_refused_before_and_after_it_compacts(kerne
     child = Child(kernel, dbpath)
     try:
         child.send("set a=1", "set a=2", "sync")
-        with pytest.raises(semidbm.error, match="locked by another writer \\(process %d\\)" % child.pid):
+        refusal = "locked by another writer \\(process %d\\)" % child.pid
+        with pytest.raises(semidbm.error, match=refusal):
             dbopen(dbpath, "w")
         child.send("compact")
         with pytest.raises(semidbm.error, match="locked"):

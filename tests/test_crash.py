@@ -184,7 +184,9 @@ def test_kill_while_creating_a_database(kernel, dbpath, step):
     trap = {
         "after-mkdir": "db._lock.WriterLock = die",
         "before-rename": "os.replace = die",
-        "after-rename": "replace = os.replace\nos.replace = lambda *a, **k: (replace(*a, **k), die())",
+        "after-rename": (
+            "replace = os.replace\nos.replace = lambda *a, **k: (replace(*a, **k), die())"
+        ),
     }[step]
     run_child(kernel, dbpath, trap + '\ndb.open_with(kernel, path, "c")\n')
     with db.open_with(kernel, dbpath, "c") as database:

@@ -7,16 +7,18 @@ directories and permissions give clear errors and change nothing.
 
 Permission checks run as an unprivileged user (uid 65534) in a
 subprocess when the suite runs as root, since root bypasses permission
-bits. The full disk is a small tmpfs, mounted when the suite may mount
-(root on Linux); the file-size limit is ``RLIMIT_FSIZE`` in a child.
+bits; they are skipped, saying why, where that user can run no Python of
+this version that imports this semidbm (tests/unprivileged.py). The full
+disk is a small tmpfs, mounted when the suite may mount (root on Linux);
+the file-size limit is ``RLIMIT_FSIZE`` in a child.
 """
 
 import errno
 import json
 import os
 import shutil
-import subprocess
 import struct
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -28,6 +30,7 @@ from semidbm import db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import COMPACT_NAME
 
+from . import unprivileged
 from .conftest import kernel_name
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX limits and permissions")
@@ -269,20 +272,17 @@ except Exception as exc:
                       isinstance(exc, semidbm.error)]))
 """
 
-NOBODY = 65534
 
+def probe(kernel, path, flag, action="open"):
+    """Open ``path`` with ``flag`` in a child (as nobody, if we are root) and do ``action``.
 
-def probe(kernel, path, flag, action="open", unprivileged=True):
-    """Open ``path`` with ``flag`` in a child (as nobody, if we are root) and do ``action``."""
-    extra = {}
-    if unprivileged and os.geteuid() == 0:
-        extra["user"] = NOBODY
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE, kernel_name(kernel), path, flag, action],
+    The test is skipped if nobody can run this Python (tests/unprivileged.py).
+    """
+    result = unprivileged.run(
+        ["-c", PROBE, kernel_name(kernel), path, flag, action],
         capture_output=True,
         text=True,
         timeout=120,
-        **extra,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
@@ -311,7 +311,7 @@ def shared_place():
     try:
         yield place
     finally:
-        for root, directories, files in os.walk(place):
+        for root, directories, _ in os.walk(place):
             for name in directories:
                 os.chmod(os.path.join(root, name), 0o755)
         shutil.rmtree(place)
@@ -327,7 +327,7 @@ def make_database(kernel, path, owner=True, torn=False):
             handle.write(b"\0\0\0\1\0\0")
     if owner and os.geteuid() == 0:
         for name in [path] + [os.path.join(path, entry) for entry in os.listdir(path)]:
-            os.chown(name, NOBODY, NOBODY)
+            os.chown(name, unprivileged.NOBODY, unprivileged.NOBODY)
 
 
 def assert_refused(answer, number, *words):

@@ -31,7 +31,8 @@ def test_read_exactly_continues_after_short_reads(monkeypatch, tmp_path):
     fd = os.open(path, os.O_RDONLY | _files.BINARY)
     try:
         assert _files.read_exactly(fd, 5000, 7, str(path)) == contents[7:5007]
-        with pytest.raises(semidbm.error, match="expected 300 bytes at offset 10000, the file ended after 240"):
+        ended = "expected 300 bytes at offset 10000, the file ended after 240"
+        with pytest.raises(semidbm.error, match=ended):
             _files.read_exactly(fd, 300, 10000, str(path))
     finally:
         os.close(fd)

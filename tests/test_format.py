@@ -59,7 +59,8 @@ def test_reads_records_written_from_the_spec(dbopen, dbpath):
 
 
 def test_delete_of_missing_key_in_the_log_is_skipped(dbopen, dbpath):
-    write_data(dbpath, delete_record(b"ghost"), put_record(b"a", b"1"), delete_record(b"a"), delete_record(b"a"))
+    gone = delete_record(b"a")
+    write_data(dbpath, delete_record(b"ghost"), put_record(b"a", b"1"), gone, gone)
     with dbopen(dbpath) as db:
         assert len(db) == 0
     write_data_again = dbpath / "data"
@@ -134,6 +135,36 @@ def test_torn_tail_is_dropped_with_warning(dbopen, dbpath, case):
     assert data_bytes(dbpath) == before, "a reader changes nothing"
 
 
+def test_the_store_reports_the_torn_tail_it_found_at_open(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), b"\x00\x00\x00")
+    torn_tail = (8 + len(put_record(b"a", b"1")), 3)
+    with pytest.warns(semidbm.TornTailWarning):
+        reader = dbopen(dbpath, "r")
+    with pytest.warns(semidbm.TornTailWarning):
+        writer = dbopen(dbpath, "w")
+    assert reader.torn_tail == writer.torn_tail == torn_tail
+    reader.close()
+    writer.compact()
+    assert writer.torn_tail == torn_tail, "as found at open"
+    writer.close()
+    with dbopen(dbpath, "w") as again:
+        assert again.torn_tail is None
+
+
+def test_torn_tail_warning_points_at_the_code_that_opened(kernel, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), b"\x00\x00\x00")
+    openers = [
+        lambda: semidbm.db.open_with(kernel, dbpath),
+        lambda: semidbm.open(dbpath),
+        lambda: semidbm.open_shelf(dbpath, "r"),
+    ]
+    for opener in openers:
+        with pytest.warns(semidbm.TornTailWarning) as caught:
+            opener().close()
+        where = (__file__, opener.__code__.co_firstlineno)
+        assert [(warning.filename, warning.lineno) for warning in caught] == [where]
+
+
 def test_writer_cuts_torn_tail_and_keeps_it(dbopen, dbpath):
     records = HEADER + put_record(b"a", b"1")
     tail = put_record(b"b", b"2")[:-3]
@@ -181,7 +212,8 @@ def test_compaction_cuts_torn_tail_first(dbopen, dbpath):
 def long_tail():
     """A tail longer than any buffer: a damaged value length claiming far more than the
     file holds, with the records written after it still ending the file."""
-    records = [put_record(b"k%d" % i, os.urandom(1000)) for i in range(DEFAULT_BUFFER_SIZE // 1000 + 10)]
+    count = DEFAULT_BUFFER_SIZE // 1000 + 10
+    records = [put_record(b"k%d" % i, os.urandom(1000)) for i in range(count)]
     return struct.pack("!ii", 1, 50_000_000) + b"k" + b"".join(records)
 
 
@@ -373,7 +405,8 @@ def test_record_larger_than_buffer_goes_straight_to_file(dbopen, dbpath):
     db = dbopen(dbpath, "c", buffer_size=64)
     db[b"small"] = b"s"
     db[b"big"] = b"b" * 1000
-    assert data_bytes(dbpath) == HEADER + put_record(b"small", b"s") + put_record(b"big", b"b" * 1000)
+    big = put_record(b"big", b"b" * 1000)
+    assert data_bytes(dbpath) == HEADER + put_record(b"small", b"s") + big
     assert db[b"big"] == b"b" * 1000
     db.close()
 

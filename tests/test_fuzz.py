@@ -4,7 +4,7 @@ tests/corpus/hostile holds the regression corpus: one input of each kind
 of answer that long fuzz runs met (named by hash), and hand-made cases
 for what broke or nearly broke (named for what they are). Longer runs:
 ``python -m tests.harness.fuzz --seconds N``; under the sanitizers:
-scripts/sanitize.sh.
+``bash scripts/nox.sh -s sanitize``.
 """
 
 import os

@@ -126,7 +126,7 @@ def test_a_full_disk_never_cuts_records_a_reader_has_seen(kernel, small_disk, tm
 
 
 def test_refresh_of_a_file_cut_under_the_reader_raises_and_closes_it(dbopen, dbpath):
-    """Another process truncating the data file: ``refresh()`` says so instead of reading past the end."""
+    """Another process truncating the data file: ``refresh()`` says so, not reading past the end."""
     with dbopen(dbpath, "c") as writer:
         for i in range(100):
             writer[b"k%d" % i] = b"v%d" % i
@@ -144,7 +144,10 @@ def test_refresh_of_a_file_cut_under_the_reader_raises_and_closes_it(dbopen, dbp
 
 @pytest.mark.parametrize("chunk", [16, 100, 1 << 20])
 def test_refresh_reads_the_new_log_in_chunks(dbopen, dbpath, monkeypatch, chunk):
-    """``refresh()`` catches up a chunk at a time, records larger than a chunk and one in progress included."""
+    """``refresh()`` catches up a chunk at a time.
+
+    Records larger than a chunk, and one in progress, included.
+    """
     monkeypatch.setattr(_files, "CATCH_UP_CHUNK", chunk)
     writer = dbopen(dbpath, "c", buffer_size=0)
     writer[b"first"] = b"1"
@@ -171,7 +174,7 @@ def test_refresh_reads_the_new_log_in_chunks(dbopen, dbpath, monkeypatch, chunk)
 
 
 def test_pure_kernel_read_of_a_cut_file_has_a_clear_message(dbpath):
-    """The pure kernel reading past a cut end: a DBMError saying where, not ``[Errno None] ... None``.
+    """The pure kernel past a cut end: a DBMError saying where, not ``[Errno None] ... None``.
 
     (The compiled kernel reads from a memory map, where the missing pages
     end the process with SIGBUS: the README forbids cutting an open data
@@ -447,14 +450,17 @@ import json, signal, sys
 import semidbm
 from semidbm import _kernel, db
 
-kernel, path, mode, buffer_size = _kernel.load(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+kernel, path, mode = _kernel.load(sys.argv[1]), sys.argv[2], sys.argv[3]
+buffer_size = int(sys.argv[4])
 database = db.open_with(kernel, path, "c", buffer_size=buffer_size)
 
 class Alarm(Exception):
     pass
 
 handled = [0]
-armed = [False]  # raise only inside the try below, so no Alarm escapes the test itself
+# Raise only inside the try below, and disarm before raising, so that an
+# alarm landing in the except clause cannot raise a second Alarm out of it.
+armed = [False]
 
 def handler(signum, frame):
     handled[0] += 1
@@ -465,6 +471,7 @@ def handler(signum, frame):
         except semidbm.error:
             pass  # refused in the middle of a write: the point of the test
     if armed[0]:
+        armed[0] = False
         raise Alarm()
 
 signal.signal(signal.SIGALRM, handler)
@@ -477,7 +484,6 @@ while done < 100000:
         armed[0] = False
         done += 1
     except Alarm:
-        armed[0] = False
         interrupted += 1
 signal.setitimer(signal.ITIMER_REAL, 0, 0)
 
@@ -543,7 +549,8 @@ from semidbm import _kernel, db
 kernel, path, spare = _kernel.load(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 in_use = {int(name) for name in os.listdir("/proc/self/fd")}
 free = [number for number in range(4096) if number not in in_use][: spare + 1]
-resource.setrlimit(resource.RLIMIT_NOFILE, (free[-1], resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+hard_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (free[-1], hard_limit))
 try:
     db.open_with(kernel, path, "c")
 except semidbm.error as exc:

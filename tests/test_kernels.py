@@ -176,7 +176,9 @@ def test_hostile_files_give_the_same_answer_from_both_kernels(changes, recover, 
         os.mkdir(path)
         with open(os.path.join(path, "data"), "wb") as handle:
             handle.write(mutate(sample_file(), changes))
-        results = {name: outcome(kernel, path, recover, buffer_size) for name, kernel in KERNELS.items()}
+        results = {
+            name: outcome(kernel, path, recover, buffer_size) for name, kernel in KERNELS.items()
+        }
         assert results["python"] == results["cython"]
     finally:
         shutil.rmtree(place)
@@ -192,7 +194,8 @@ def long_log():
     for i in range(40_000):
         key = b"key%d" % rng.randrange(6_000)
         if i % 11 == 0:
-            records.append(struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key)))
+            deletion = struct.pack("!ii", len(key), -1) + key
+            records.append(deletion + struct.pack("!I", zlib.crc32(key)))
         else:
             records.append(put_record(key, rng.randbytes(rng.randrange(60, 200))))
     offsets = []
@@ -257,7 +260,9 @@ def test_random_garbage_after_the_header_is_load_error_or_opens(seed, tmp_path):
 def test_compiled_item_access_is_the_kernels_c_slots():
     core = KERNELS["cython"]
     database_class = db.database_class(core)
-    for name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"):
+    for name in (
+        "__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__"
+    ):
         assert name not in vars(database_class), name
         method = getattr(database_class, name)
         assert method is getattr(core.Store, name), name
@@ -268,7 +273,7 @@ def test_many_keys_with_deletes_and_reinserts(dbopen, dbpath):
     rng = random.Random(7)
     model = {}
     with dbopen(dbpath, "c", buffer_size=1 << 16) as database:
-        for i in range(60_000):
+        for _ in range(60_000):
             key = b"%d" % rng.randrange(40_000)
             if rng.random() < 0.3 and key in model:
                 del database[key]
@@ -321,7 +326,7 @@ print((anonymous_resident() - before) / count)
 
 
 def index_bytes_per_key(directory, layout, key_size):
-    """Fill a db with ``layout`` in one fresh process, reopen it in another; the index's bytes per key."""
+    """Index bytes per key of a db filled with ``layout`` in one process, reopened in another."""
     env = {k: v for k, v in os.environ.items() if k != "SEMIDBM_PURE_PYTHON"}
     for action in ("fill", "reopen"):
         result = subprocess.run(

@@ -1,4 +1,4 @@
-"""The log walk (``_records``) and its findings (``_checks``), as stats and verify use them."""
+"""The records' codecs and walk (``_records``), and the examination of a file (``_checks``)."""
 
 import struct
 
@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks
-from semidbm._records import CorruptRecord, DataFile, Record
+from semidbm import _checks, _messages
+from semidbm._checks import DataFile, Record
+from semidbm._records import checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
 
 from .test_format import data_bytes, delete_record, put_record, write_data
@@ -16,7 +17,97 @@ from .test_format import data_bytes, delete_record, put_record, write_data
 H = len(HEADER)
 
 
-def walk(dbpath, check=False):
+# --- the codecs and the walk over a buffer (_records) ---
+
+
+def test_encoded_records_are_the_bytes_of_the_format():
+    assert encode_put(b"key", b"value") == put_record(b"key", b"value")
+    assert encode_put(b"", b"") == put_record(b"", b"")
+    assert encode_delete(b"key") == delete_record(b"key")
+    assert encode_delete(b"") == delete_record(b"")
+
+
+def test_walk_yields_each_record_with_where_its_parts_are():
+    put, gone, empty = put_record(b"a", b"123"), delete_record(b"bc"), put_record(b"", b"")
+    data = b"skip" + put + gone + empty
+    second, third = 4 + len(put), 4 + len(put) + len(gone)
+    assert list(walk(data, 4, "p")) == [
+        (4, b"a", 4 + 8 + 1, 3, second),
+        (second, b"bc", second + 8 + 2, -1, third),
+        (third, b"", third + 8, 0, len(data)),
+    ]
+
+
+@given(
+    st.lists(st.tuples(st.binary(max_size=20), st.one_of(st.none(), st.binary(max_size=60)))),
+    st.integers(0, 2**40),
+)
+def test_walk_gives_back_what_was_encoded(operations, base):
+    data = b"".join(
+        encode_delete(key) if value is None else encode_put(key, value) for key, value in operations
+    )
+    walked, stop = [], 0
+    for _, key, value_start, value_length, stop in walk(data, 0, "p", base):
+        assert checksum_matches(data, key, value_start, stop)
+        walked.append((key, None if value_length == -1 else data[value_start : stop - 4]))
+    assert walked == operations
+    assert stop == len(data)
+
+
+@pytest.mark.parametrize(
+    "record", [put_record(b"key", b"value"), delete_record(b"key")], ids=["put", "delete"]
+)
+def test_walk_stops_where_an_incomplete_record_starts_wherever_it_is_cut(record):
+    whole = put_record(b"a", b"1")
+    for cut in range(len(record)):
+        ends = [end for *_, end in walk(whole + record[:cut], 0, "p", base=500)]
+        assert ends == [len(whole)], cut
+    assert [end for *_, end in walk(whole + record, 0, "p")] == [len(whole), len(whole + record)]
+
+
+def test_walk_stops_at_the_end_it_is_given():
+    first, second = put_record(b"a", b"1"), put_record(b"b", b"2")
+    data = first + second
+    for end in (len(first), len(first) + 8, len(data) - 1):
+        assert [key for _, key, *_ in walk(data, 0, "p", end=end)] == [b"a"]
+    assert list(walk(data, len(first), "p", end=len(first))) == []
+
+
+@pytest.mark.parametrize("lengths", [(-1, 0), (0, -2), (-(2**31), 5), (3, -(2**31))])
+def test_impossible_lengths_raise_with_the_offset_in_the_file(lengths):
+    whole = put_record(b"a", b"1")
+    walked = walk(whole + struct.pack("!ii", *lengths) + b"x" * 20, 0, "/db/data", base=100)
+    assert next(walked)[1] == b"a"
+    with pytest.raises(semidbm.DBMLoadError) as caught:
+        next(walked)
+    assert caught.value.offset == 100 + len(whole)
+    assert str(caught.value) == _messages.CORRUPT_RECORD % ("/db/data", 100 + len(whole), *lengths)
+    assert type(caught.value) is semidbm.DBMLoadError, "as the compiled kernel raises"
+
+
+def test_lengths_are_checked_before_the_record_is_known_complete():
+    with pytest.raises(semidbm.DBMLoadError, match="corrupt record at offset 0"):
+        list(walk(struct.pack("!ii", 0, -2), 0, "p"))
+    assert list(walk(struct.pack("!ii", 0, -2)[:7], 0, "p")) == [], "no lengths yet: incomplete"
+
+
+@pytest.mark.parametrize(
+    "kind, flip",
+    [("put", None), ("put", 8), ("put", 11), ("put", -1), ("delete", None), ("delete", 9)],
+    ids=["put", "put-key", "put-value", "put-checksum", "delete", "delete-key"],
+)
+def test_checksum_matches_checks_key_and_value(kind, flip):
+    record = bytearray(put_record(b"key", b"value") if kind == "put" else delete_record(b"key"))
+    if flip is not None:
+        record[flip] ^= 0x10
+    ((_, key, value_start, _, end),) = walk(bytes(record), 0, "p")
+    assert checksum_matches(bytes(record), key, value_start, end) is (flip is None)
+
+
+# --- the tools' walk over a data file (_checks.DataFile) ---
+
+
+def walk_file(dbpath, check=False):
     with DataFile(str(dbpath / "data")) as data:
         records = list(data.records(check))
         return records, data.end, data.size
@@ -30,7 +121,7 @@ def test_records_come_with_offsets_sizes_and_lengths(dbpath):
         put_record(b"", b"vv"),
     ]
     write_data(dbpath, *records)
-    found, end, size = walk(dbpath)
+    found, end, size = walk_file(dbpath)
     offsets = [H]
     for record in records[:-1]:
         offsets.append(offsets[-1] + len(record))
@@ -47,7 +138,7 @@ def test_walk_reads_what_the_database_wrote(dbopen, dbpath):
     with dbopen(dbpath, "c") as db:
         db[b"k"] = b"v" * 100
         del db[b"k"]
-    found, _, _ = walk(dbpath, check=True)
+    found, _, _ = walk_file(dbpath, check=True)
     assert [(record.key, record.value_length, record.checksum_ok) for record in found] == [
         (b"k", 100, True),
         (b"k", -1, True),
@@ -61,9 +152,9 @@ def test_checksums_are_checked_when_asked(dbpath, flip):
     position = {"key": 8, "value": 12, "checksum": len(bad) - 1, "delete": 9}[flip]
     bad[position] ^= 0x01
     write_data(dbpath, good, bytes(bad), good)
-    found, _, _ = walk(dbpath, check=True)
+    found, _, _ = walk_file(dbpath, check=True)
     assert [record.checksum_ok for record in found] == [True, False, True]
-    unchecked, _, _ = walk(dbpath)
+    unchecked, _, _ = walk_file(dbpath)
     assert [record.checksum_ok for record in unchecked] == [None, None, None]
 
 
@@ -71,7 +162,7 @@ def test_checksums_are_checked_when_asked(dbpath, flip):
 def test_walk_stops_before_an_incomplete_last_record(dbpath, cut):
     whole = put_record(b"a", b"1")
     write_data(dbpath, whole, put_record(b"key", b"value")[:cut])
-    found, end, size = walk(dbpath)
+    found, end, size = walk_file(dbpath)
     assert len(found) == 1
     assert end == H + len(whole) and size == end + cut
 
@@ -83,11 +174,10 @@ def test_impossible_lengths_are_corruption_with_the_offset(dbpath, lengths):
     with DataFile(str(dbpath / "data")) as data:
         walked = data.records()
         assert next(walked).key == b"a"
-        with pytest.raises(CorruptRecord) as caught:
+        with pytest.raises(semidbm.DBMLoadError) as caught:
             next(walked)
     assert caught.value.offset == H + len(whole)
     assert "offset %d" % (H + len(whole)) in str(caught.value)
-    assert isinstance(caught.value, semidbm.DBMLoadError)
 
 
 @pytest.mark.parametrize("header", [b"", b"SEM", b"NOPE\x00\x01\x00\x01", b"SEMI\x00\x02\x00\x00"])

@@ -1,4 +1,4 @@
-"""The reader of memcheck reports that scripts/memcheck.sh relies on (a check of the check)."""
+"""The reader of memcheck reports that the nox session memcheck relies on (a check of the check)."""
 
 from .harness import valgrind
 

@@ -1,16 +1,87 @@
 """What a walk over the log tells: the numbers of ``stats``, the damage ``verify`` finds.
 
 Both come from one walk (:func:`examine`) over the records of the data
-file (``_records``), replaying the log as the kernels do to learn which
-record holds each key's current value.
+file (:class:`DataFile`), replaying the log as the kernels do to learn
+which record holds each key's current value.
 """
 
+import mmap
 import os
+from collections import namedtuple
 
-from . import _lock, db
-from ._records import CorruptRecord, DataFile
+from . import _files, _lock, db
+from ._records import checksum_matches, walk
 from ._settings import DEFAULT_BUFFER_SIZE
-from .format import HEADER_SIZE, torn_tail_limit
+from .errors import DBMLoadError
+from .format import HEADER_SIZE, check_header, torn_tail_limit
+
+Record = namedtuple("Record", "offset key value_length size checksum_ok")
+Record.__doc__ = """One record of the log.
+
+``offset`` is where it starts in the file; ``value_length`` is -1 for a
+delete record; ``size`` is its length in the file, lengths and checksum
+included; ``checksum_ok`` is whether its CRC-32 matches (None when the
+walk was not asked to check).
+"""
+
+
+class DataFile:
+    """A semidbm data file opened read-only for walking its records, for the tools.
+
+    The kernels replay the log to build their index and keep only what an
+    index needs; the tools need every record, with its offset, its size
+    and whether its CRC-32 matches. Opening checks the header
+    (:class:`semidbm.DBMLoadError` if it is not a data file this version
+    reads) and maps the file. The size is taken once, at opening: records
+    a writer appends later are not walked. Use as a context manager, or
+    call :meth:`close`.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.end = HEADER_SIZE
+        fd = _files.open_data(path, False)
+        try:
+            self.size = os.fstat(fd).st_size
+            self.version = check_header(_files.read_at(fd, HEADER_SIZE, 0), path)
+            self._map = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            if isinstance(exc, DBMLoadError):
+                raise
+            raise _files.os_error(exc, "cannot read %s" % path) from None
+        finally:
+            os.close(fd)
+        self._view = memoryview(self._map)
+
+    def records(self, check_checksums=False):
+        """Yield every complete record in log order, as :class:`Record`.
+
+        When the walk ends, :attr:`end` is the offset where it stopped:
+        :attr:`size`, or the start of an incomplete last record. A record
+        with impossible lengths raises :func:`~semidbm._records.corrupt_record`'s
+        DBMLoadError. Checksums are read through a view: a large
+        value is not copied.
+        """
+        self.end = HEADER_SIZE
+        for start, key, value_start, value_length, end in walk(self._map, HEADER_SIZE, self.path):
+            checksum_ok = None
+            if check_checksums:
+                checksum_ok = checksum_matches(self._view, key, value_start, end)
+            yield Record(start, key, value_length, end - start, checksum_ok)
+            self.end = end
+
+    def close(self):
+        """Release the memory map; closing again does nothing."""
+        if self._map is not None:
+            self._view.release()
+            self._map.close()
+            self._map = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 class Examination:
@@ -90,7 +161,7 @@ def examine(database_path, check_checksums=False, progress=None):
                     current[record.key] = (record.offset, record.size)
                 if progress is not None:
                     progress(record.offset + record.size, data.size)
-        except CorruptRecord as exc:
+        except DBMLoadError as exc:  # a corrupt record
             found.corrupt_at = exc.offset
         end = data.end
     if found.corrupt_at is None and end < found.file_size:

@@ -1,33 +1,18 @@
 """File-system helpers shared by the API layer and both kernels.
 
 They hide the differences between POSIX and Windows (binary mode,
-positional reads, flushing a directory) and turn the operating system's
-errors into :class:`~semidbm.errors.DBMError` with the errno kept.
+positional reads, flushing a directory, a directory held open), turn the
+operating system's errors into :class:`~semidbm.errors.DBMError` with the
+errno kept, and read a log that grows (a reader's ``refresh``). What to
+do with a torn tail is in ``_tail``; the compaction's file swap in
+``_compaction``.
 """
 
 import os
-import re
-import struct
-import warnings
-import zlib
 
 from . import _messages
-from .errors import DBMError, DBMLoadError, TornTailWarning
-from .format import (
-    CHECKSUM_SIZE,
-    COMPACT_NAME,
-    DATA_NAME,
-    HEADER,
-    LENGTHS_SIZE,
-    TORN_PREFIX,
-    torn_tail_limit,
-)
-
-#: How far back from the end of the file ``log_goes_on`` looks for a last record.
-LAST_RECORD_SEARCH = 1 << 20
-_LENGTHS = struct.Struct("!ii")
-_CHECKSUM = struct.Struct("!I")
-_ZERO_RUNS = re.compile(b"\\0+")
+from .errors import DBMError
+from .format import DATA_NAME
 
 #: Flags that keep Windows from translating line endings.
 BINARY = getattr(os, "O_BINARY", 0)
@@ -111,10 +96,7 @@ def read_exactly(fd, size, offset, path):
     """Read exactly ``size`` bytes at ``offset``; DBMError if the file ends first."""
     data = read_up_to(fd, size, offset)
     if len(data) < size:
-        raise DBMError(
-            "%s: expected %d bytes at offset %d, the file ended after %d"
-            % (path, size, offset, len(data))
-        )
+        raise DBMError(_messages.ENDED_EARLY % (path, size, offset, len(data)))
     return data
 
 
@@ -141,106 +123,6 @@ def fsync_directory(path):
         os.close(fd)
 
 
-def cut_torn_tail(fd, directory, offset):
-    """Cut the data file (open as ``fd``) back to ``offset``, keeping the cut bytes.
-
-    The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` in the
-    database's ``directory`` (``.1``, ``.2`` ... added if that name is
-    taken), flushed to disk before the data file is truncated, so a wrong
-    guess about what is torn never destroys anything; if they cannot be
-    kept, nothing is cut. Returns the name of the kept file.
-    """
-    end = os.fstat(fd).st_size
-    keep_fd, keep_name = directory.create_unused("%s%d" % (TORN_PREFIX, offset))
-    try:
-        try:
-            position = offset
-            while position < end:
-                chunk = read_at(fd, min(end - position, 1 << 20), position)
-                if not chunk:
-                    break
-                write_all(keep_fd, chunk)
-                position += len(chunk)
-            os.fsync(keep_fd)
-        finally:
-            os.close(keep_fd)
-    except BaseException:
-        # A partial copy (the disk is full, say) keeps nothing: remove it.
-        try:
-            directory.remove(keep_name)
-        except OSError:
-            pass
-        raise
-    directory.fsync()
-    os.ftruncate(fd, offset)
-    os.fsync(fd)
-    return keep_name
-
-
-def log_goes_on(fd, start, size):
-    """True if a complete record with a valid checksum ends exactly at the end of the file.
-
-    The unreadable tail from ``start`` is one record that claims to
-    reach past the end of the file. If a write was cut short, the file
-    ends inside that record; if instead its length field was damaged,
-    the records written after it are still there and the last of them
-    ends where the file ends. Only the last ``LAST_RECORD_SEARCH`` bytes
-    are searched, and a record with neither key nor value bytes (its
-    checksum is 0, and any run of zero bytes reads as such records) is
-    no evidence.
-    """
-    first = max(start + 1, size - LAST_RECORD_SEARCH)
-    data = read_at(fd, size - first, first)
-    unpack = _LENGTHS.unpack_from
-    overhead = LENGTHS_SIZE + CHECKSUM_SIZE
-    value_end = len(data) - CHECKSUM_SIZE
-    (expected,) = _CHECKSUM.unpack_from(data, value_end) if value_end >= 0 else (None,)
-    for run in _ZERO_RUNS.finditer(data, 0, len(data) - overhead + 1):
-        # A key length below 2**24 starts with a zero byte; from eight zero
-        # bytes on, lengths read (0, 0): only a run's last bytes can start one.
-        for position in range(max(run.start(), run.end() - LENGTHS_SIZE), run.end()):
-            key_length, value_length = unpack(data, position)
-            covered = key_length + max(value_length, 0)
-            if value_length < -1 or covered == 0 or position + overhead + covered != len(data):
-                continue  # no record ending here, or one with nothing checksummed
-            key_end = position + LENGTHS_SIZE + key_length
-            key_crc = zlib.crc32(data[position + LENGTHS_SIZE : key_end])
-            if zlib.crc32(data[key_end:value_end], key_crc) == expected:
-                return True
-    return False
-
-
-def settle_tail(fd, directory, end, size, writable, buffer_size, recover, stacklevel):
-    """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
-
-    The tail is torn, left out with a TornTailWarning, when it is no
-    longer than one write buffer, or when the file ends inside the
-    tail's one record (a record larger than the buffer is written
-    straight to the file, so a killed writer can leave any part of it).
-    A writer cuts a torn tail off at once, keeping its bytes beside the
-    data file. A longer tail after which a complete record ends the
-    file means a damaged length inside the log: DBMLoadError, unless
-    ``recover``. ``stacklevel`` makes the warning point at the caller of
-    ``semidbm.open``.
-    """
-    if end == size:
-        return
-    path = directory.data_path
-    tail = size - end
-    if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size):
-        raise DBMLoadError(_messages.DAMAGED_LENGTH % (path, tail, end, TORN_PREFIX, end))
-    warnings.warn(
-        _messages.TORN_TAIL % (path, tail, end),
-        TornTailWarning,
-        stacklevel=stacklevel,
-    )
-    if writable:
-        try:
-            cut_torn_tail(fd, directory, end)
-        except OSError as exc:
-            raise os_error(exc, "cannot cut the torn tail of %s" % path) from None
-
-
 def open_data(path, writable, dir_fd=None):
     """Open the data file: read-only, or for appending; errors as DBMError."""
     flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
@@ -260,60 +142,6 @@ def reader_position(directory, fd):
         raise os_error(exc, "cannot refresh %s" % directory.data_path) from None
     replaced = (current.st_dev, current.st_ino) != (opened.st_dev, opened.st_ino)
     return replaced, opened.st_size
-
-
-def write_compacted(directory, fd, write_records):
-    """Write a compacted copy of the data file (open as ``fd``) beside it, flushed to disk.
-
-    The copy, ``data.compact`` in ``directory``, gets the data file's
-    permissions and header; ``write_records(out_fd)`` writes the live
-    records after the header. Returns what ``write_records`` returned.
-    On failure the copy is removed and the error raised as a DBMError.
-    """
-    try:
-        mode = os.fstat(fd).st_mode & 0o7777
-        out = directory.open(COMPACT_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
-        try:
-            directory.chmod(out, COMPACT_NAME, mode)
-            write_all(out, HEADER)
-            result = write_records(out)
-            os.fsync(out)
-        finally:
-            os.close(out)
-    except BaseException as exc:
-        try:
-            directory.remove(COMPACT_NAME)
-        except OSError:
-            pass
-        if isinstance(exc, OSError) and not isinstance(exc, DBMError):
-            raise os_error(exc, "cannot compact %s" % directory.data_path) from None
-        raise
-    return result
-
-
-def install_compacted(directory):
-    """Rename the compacted copy over the data file, then flush the directory.
-
-    The caller has closed the data file first: Windows cannot rename over
-    a file that is open, and so refuses while any other process (a
-    reader) has it open; the copy is then removed and the data file left
-    as it was. Returns ``(replaced, failure)``: whether the rename
-    happened, and the DBMError to raise once the caller has reopened the
-    data file, or None.
-    """
-    replaced = False
-    try:
-        directory.replace(COMPACT_NAME, DATA_NAME)
-        replaced = True
-        directory.fsync()
-    except OSError as exc:
-        if not replaced:
-            try:
-                directory.remove(COMPACT_NAME)
-            except OSError:
-                pass
-        return replaced, os_error(exc, "cannot compact %s" % directory.data_path)
-    return replaced, None
 
 
 class Directory:
@@ -383,6 +211,16 @@ class Directory:
         """Remove the file ``name``."""
         os.remove(self._name(name), dir_fd=self.fd)
 
+    def discard(self, name):
+        """Remove the file ``name`` left by a step that failed; that failure is what is reported.
+
+        So an error removing it (the file never made, say) is ignored.
+        """
+        try:
+            self.remove(name)
+        except OSError:
+            pass
+
     def chmod(self, fd, name, mode):
         """Give the file ``name``, open as ``fd``, the permissions ``mode`` (no umask)."""
         if hasattr(os, "fchmod"):
@@ -435,3 +273,4 @@ class Directory:
 
     def __del__(self):
         self.close()
+

@@ -68,8 +68,8 @@ class Store(Protocol):
         ``writer_active`` is None for a writer; for a reader, a function
         that says whether a writer holds the database's lock. It is
         called only when the log ends in an incomplete record, to tell a
-        write in progress (left alone) from a torn tail (left out with a
-        TornTailWarning): most opens need not ask.
+        write in progress (left alone) from a torn tail (left out, and
+        cut off by a writer: see ``torn_tail``): most opens need not ask.
         """
 
     @property
@@ -79,6 +79,16 @@ class Store(Protocol):
     @property
     def writable(self) -> bool:
         """True for a writer; False for a reader, and once ``_disown`` has run."""
+
+    @property
+    def torn_tail(self) -> Optional[Tuple[int, int]]:
+        """The torn tail that opening left out, as ``(offset, length)``; None if there was none.
+
+        As ``_tail.settle_tail`` found it when the store was opened (later
+        refreshes and compactions do not change it). The store warns of
+        nothing: the API layer turns this into a TornTailWarning that
+        points at the code that opened the database.
+        """
 
     @property
     def closed(self) -> bool:

@@ -55,21 +55,15 @@ if sys.platform == "win32":
     #: since Windows locks keep other handles from reading locked bytes.
     _WINDOWS_LOCK_OFFSET = 1 << 20
 
-    def _try_lock(fd, shared):
-        """Take the lock without waiting; False if another holds it.
+    def _lock_now(fd, shared):
+        """Take the lock without waiting; OSError (an errno of ``_BUSY``) if another holds it.
 
         ``msvcrt.locking`` has no shared locks: a reader's probe takes
         the byte for a moment, as a shared ``flock`` would keep a writer
         out for that moment on POSIX.
         """
         os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            if exc.errno in _BUSY:
-                return False
-            raise
-        return True
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
 
     def _unlock(fd):
         os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
@@ -85,15 +79,9 @@ if sys.platform == "win32":
 else:
     import fcntl
 
-    def _try_lock(fd, shared):
-        """Take the lock without waiting; False if another holds it."""
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in _BUSY:
-                return False
-            raise
-        return True
+    def _lock_now(fd, shared):
+        """Take the lock without waiting; OSError (an errno of ``_BUSY``) if another holds it."""
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
 
     def _unlock(fd):
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -110,6 +98,17 @@ else:
         except (ProcessLookupError, OverflowError):
             return False
         return True
+
+
+def _try_lock(fd, shared):
+    """Take the lock, shared or exclusive, without waiting; False if another holds it."""
+    try:
+        _lock_now(fd, shared)
+    except OSError as exc:
+        if exc.errno in _BUSY:
+            return False
+        raise
+    return True
 
 
 def _lock_for_writer(fd):

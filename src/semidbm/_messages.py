@@ -1,8 +1,10 @@
-"""The messages of the errors both kernels raise, written once.
+"""The messages of the errors both kernels raise, and of the warning of a torn tail, written once.
 
 The two kernels must raise the same errors with the same words (the
-tests compare them), so each message lives here and both format it.
-Every ``%s`` of a database is its data file's path.
+tests compare them), so each message lives here and both format it; the
+tools raise the same for a damaged file. Every ``%s`` of a database is
+its data file's path. A file that is no data file at all is refused by
+one function, ``format.check_header``, and its messages stay with it.
 """
 
 from .format import MAX_LENGTH
@@ -28,6 +30,9 @@ CHECKSUM_MISMATCH = "%s: checksum mismatch in the value of key %r at offset %d"
 #: A record whose lengths no record can have (path, offset, key length,
 #: value length): nothing after it can be read.
 CORRUPT_RECORD = "%s: corrupt record at offset %d (key length %d, value length %d)"
+#: A value the index places past the end of the data file (path, bytes
+#: wanted, offset, bytes there): the file was cut under the open database.
+ENDED_EARLY = "%s: expected %d bytes at offset %d, the file ended after %d"
 #: A long unreadable tail after which records go on (path, tail length,
 #: offset, then the torn prefix and offset of the file a writer keeps).
 DAMAGED_LENGTH = (

@@ -8,51 +8,30 @@ same errors; the test suite runs against each.
 
 import mmap
 import os
-import struct
 import threading
-from zlib import crc32
 
-from . import _files
-from .errors import DBMChecksumError, DBMError, DBMLoadError
-from . import _messages
+from . import _compaction, _files, _messages, _tail
+from ._records import CHECKSUM, checksum, encode_delete, encode_put, walk
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
+from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import CHECKSUM_SIZE, DELETED, HEADER_SIZE, LENGTHS_SIZE, MAX_LENGTH, check_header
 
-_LENGTHS = struct.Struct("!ii")
-_CHECKSUM = struct.Struct("!I")
 
+def as_bytes(item, what):
+    """Return the key or value ``item`` as bytes: str is encoded as UTF-8, bytes-like is copied.
 
-def as_key(key):
-    """Return ``key`` as bytes: str is encoded as UTF-8, bytes-like is copied."""
-    if type(key) is bytes:
-        return key
-    if isinstance(key, str):
-        return key.encode("utf-8")
+    ``what`` ("keys" or "values") names what it is in the errors.
+    """
+    if type(item) is bytes:
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
     try:
-        view = memoryview(key)
+        view = memoryview(item)
     except TypeError:
-        raise TypeError(
-            _messages.WRONG_TYPE % ("keys", type(key).__name__)
-        ) from None
+        raise TypeError(_messages.WRONG_TYPE % (what, type(item).__name__)) from None
     if view.nbytes > MAX_LENGTH:
-        raise ValueError(_messages.TOO_LONG % "keys")
-    return view.tobytes()
-
-
-def as_value(value):
-    """Return ``value`` as bytes: str is encoded as UTF-8, bytes-like is copied."""
-    if type(value) is bytes:
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    try:
-        view = memoryview(value)
-    except TypeError:
-        raise TypeError(
-            _messages.WRONG_TYPE % ("values", type(value).__name__)
-        ) from None
-    if view.nbytes > MAX_LENGTH:
-        raise ValueError(_messages.TOO_LONG % "values")
+        raise ValueError(_messages.TOO_LONG % what)
     return view.tobytes()
 
 
@@ -63,34 +42,16 @@ def replay_log(data, index, position, path, base=0):
     0); offsets, in and out, are the file's. The index maps each live key
     to the offset and length of its value. Returns the offset where
     parsing stopped: the end of ``data``, or the start of an incomplete
-    last record. Negative lengths are corruption and raise DBMLoadError
-    naming the offset.
+    last record. Impossible lengths raise DBMLoadError (``_records.walk``).
     """
-    size = len(data)
-    position -= base
-    unpack_lengths = _LENGTHS.unpack_from
-    while size - position >= LENGTHS_SIZE:
-        key_length, value_length = unpack_lengths(data, position)
-        if key_length < 0 or value_length < DELETED:
-            raise DBMLoadError(
-                _messages.CORRUPT_RECORD
-                % (path, base + position, key_length, value_length)
-            )
-        key_start = position + LENGTHS_SIZE
-        value_start = key_start + key_length
-        if value_length == DELETED:
-            record_end = value_start + CHECKSUM_SIZE
-        else:
-            record_end = value_start + value_length + CHECKSUM_SIZE
-        if record_end > size:
-            break
-        key = data[key_start:value_start]
+    stop = position - base
+    for _, key, value_start, value_length, record_end in walk(data, stop, path, base):
         if value_length == DELETED:
             index.pop(key, None)
         else:
             index[key] = (base + value_start, value_length)
-        position = record_end
-    return base + position
+        stop = record_end
+    return base + stop
 
 
 def map_file(fd, path):
@@ -116,23 +77,11 @@ def load_index(fd, path):
     return index, end, size
 
 
-def _encode_put(key, value):
-    """The bytes of a put record."""
-    return (
-        _LENGTHS.pack(len(key), len(value))
-        + key
-        + value
-        + _CHECKSUM.pack(crc32(value, crc32(key)))
-    )
-
-
-def _encode_delete(key):
-    """The bytes of a delete record."""
-    return _LENGTHS.pack(len(key), DELETED) + key + _CHECKSUM.pack(crc32(key))
-
-
 class Store:
     """An open data file: the index, the append buffer and the file descriptor.
+
+    Its members do what ``_interface.Store`` says; their docstrings here
+    name that member and add what is particular to this kernel.
 
     A re-entrant lock makes each operation atomic for threads sharing the
     store. Code that interrupts an operation in its own thread (a signal
@@ -163,6 +112,7 @@ class Store:
         "_guard",
         "_owner",
         "_busy",
+        "_torn_tail",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -177,12 +127,13 @@ class Store:
         self._guard = threading.RLock()
         self._owner = None
         self._busy = None
+        self._torn_tail = None
         fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
             self._index, self._disk_end, size = load_index(fd, self.path)
             if self._disk_end < size and not (writer_active is not None and writer_active()):
-                _files.settle_tail(
-                    fd, directory, self._disk_end, size, writable, buffer_size, recover, 5
+                self._torn_tail = _tail.settle_tail(
+                    fd, directory, self._disk_end, size, writable, buffer_size, recover
                 )
         except BaseException:
             os.close(fd)
@@ -191,8 +142,13 @@ class Store:
 
     @property
     def closed(self):
-        """True once the store has been closed."""
+        """``_interface.Store.closed``."""
         return self._fd < 0
+
+    @property
+    def torn_tail(self):
+        """``_interface.Store.torn_tail``."""
+        return self._torn_tail
 
     def _check_open(self):
         # The lock is ours, so an operation in progress is this thread's:
@@ -218,7 +174,7 @@ class Store:
         with self._guard:
             self._check_open()
             if type(key) is not bytes:
-                key = as_key(key)
+                key = as_bytes(key, "keys")
             return key in self._index
 
     def __iter__(self):
@@ -247,17 +203,17 @@ class Store:
             yield key
 
     def keys(self):
-        """Return a list of all keys, taken atomically."""
+        """``_interface.Store.keys``, in the index's (a dict's) order."""
         with self._guard:
             self._check_open()
             return list(self._index)
 
     def values(self):
-        """Return a list of all values, in the order of ``keys()``, taken atomically."""
+        """``_interface.Store.values``, in the index's order."""
         return [value for _, value in self.items()]
 
     def items(self):
-        """Return a list of all ``(key, value)`` pairs, taken atomically."""
+        """``_interface.Store.items``, in the index's order."""
         with self._guard:
             self._check_open()
             self._busy = _messages.INTERRUPTED
@@ -275,7 +231,7 @@ class Store:
                 self._check_open()
             original = key
             if type(key) is not bytes:
-                key = as_key(key)
+                key = as_bytes(key, "keys")
             try:
                 offset, length = self._index[key]
             except KeyError:
@@ -302,8 +258,8 @@ class Store:
         if not self._verify:
             return data
         value = data[:length]
-        (expected,) = _CHECKSUM.unpack_from(data, length)
-        if crc32(value, crc32(key)) != expected:
+        (expected,) = CHECKSUM.unpack_from(data, length)
+        if checksum(key, value) != expected:
             raise DBMChecksumError(
                 _messages.CHECKSUM_MISMATCH % (self.path, key, offset)
             )
@@ -314,30 +270,29 @@ class Store:
             if self._fd < 0 or self._busy or not self.writable:
                 self._check_writable("write")
             if type(key) is not bytes:
-                key = as_key(key)
+                key = as_bytes(key, "keys")
             if type(value) is not bytes:
-                value = as_value(value)
+                value = as_bytes(value, "values")
             if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
-                raise ValueError(_messages.TOO_LONG % ("keys" if len(key) > MAX_LENGTH else "values"))
-            self._append(key, _encode_put(key, value), LENGTHS_SIZE + len(key), len(value))
+                what = "keys" if len(key) > MAX_LENGTH else "values"
+                raise ValueError(_messages.TOO_LONG % what)
+            self._append(key, encode_put(key, value), LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
         with self._guard:
             self._check_writable("delete")
             original = key
-            key = as_key(key)
+            key = as_bytes(key, "keys")
             if key not in self._index:
                 raise KeyError(original)
-            self._append(key, _encode_delete(key), 0, DELETED)
+            self._append(key, encode_delete(key), 0, DELETED)
 
     def _append(self, key, record, value_start, value_length):
         """Add ``record`` of ``key`` to the log and the index (``value_length`` DELETED: a delete).
 
-        The buffer is written out first when the record would overflow
-        it; a record larger than the buffer goes to the file at once. If
-        writing fails, the record is not in the log and the error
-        propagates. The record enters the buffer and the index with no
-        call in between, where a signal handler could run.
+        As ``_interface.Store.__setitem__`` says; the record enters the
+        buffer and the index with no call in between, where a signal
+        handler could run.
         """
         self._busy = _messages.INTERRUPTED
         try:
@@ -407,11 +362,7 @@ class Store:
         )
 
     def sync(self):
-        """Write buffered records to the file and flush it to disk (fsync).
-
-        A reader has nothing to write: for it this does nothing, as for
-        the stdlib dbm modules' readers (``shelve`` syncs on close).
-        """
+        """``_interface.Store.sync``."""
         with self._guard:
             if not self.writable and self._owner is None:
                 self._check_open()
@@ -431,30 +382,20 @@ class Store:
             self._busy = None
 
     def compact(self, progress=None):
-        """Rewrite the live records, oldest first, to a new data file and swap it in.
-
-        The new file is flushed to disk before it is renamed over ``data``,
-        and the directory after, so a crash leaves either the old file or
-        the new one, whole. The log is read in order and each record kept
-        if the index points at it; memory use is one chunk besides the new
-        index. ``progress``, if given, is called as ``progress(done,
-        total)`` (bytes of the old log, see ``_settings.PROGRESS_STEP``); an
-        exception from it abandons the compaction and leaves the database
-        as it was.
-        """
+        """``_interface.Store.compact``: the old log is read in order, its live records copied."""
         with self._guard:
             self._check_writable("compact")
             self._busy = _messages.INTERRUPTED
             try:
                 self._flush()
                 self._busy = _messages.COMPACTING
-                index = _files.write_compacted(
+                index = _compaction.write_compacted(
                     self._directory, self._fd, lambda out: self._write_live_records(out, progress)
                 )
                 self._busy = _messages.INTERRUPTED
                 os.close(self._fd)
                 self._fd = -1
-                replaced, failure = _files.install_compacted(self._directory)
+                replaced, failure = _compaction.install_compacted(self._directory)
                 self._fd = self._directory.open_data(True)
                 if replaced:
                     self._index = index
@@ -468,61 +409,45 @@ class Store:
         """Copy the records the index points at to ``out``, in log order; return their new index.
 
         Calls ``progress(done, total)`` as described in ``_settings.PROGRESS_STEP``.
+        A log other than the one this store wrote raises ``_messages.CHANGED_UNDER``.
         """
         total = self._disk_end
         index = {}
         chunk = bytearray()
         written = HEADER_SIZE
-        position = HEADER_SIZE
         next_report = PROGRESS_STEP
-        unpack_lengths = _LENGTHS.unpack_from
+        stop = HEADER_SIZE
         with map_file(self._fd, self.path) as data:
-            while position < total:
-                if total - position < LENGTHS_SIZE + CHECKSUM_SIZE:
-                    self._changed(position)
-                key_length, value_length = unpack_lengths(data, position)
-                if key_length < 0 or value_length < DELETED:
-                    self._changed(position)
-                size = LENGTHS_SIZE + key_length + max(value_length, 0) + CHECKSUM_SIZE
-                if size > total - position:
-                    self._changed(position)
-                if value_length != DELETED:
-                    value_start = position + LENGTHS_SIZE + key_length
-                    key = data[position + LENGTHS_SIZE : value_start]
-                    if self._index.get(key) == (value_start, value_length):
-                        if len(chunk) + size > COMPACT_CHUNK:
-                            _files.write_all(out, chunk)
-                            chunk.clear()
-                        if size > COMPACT_CHUNK:
-                            with memoryview(data) as view:
-                                _files.write_all(out, view[position : position + size])
-                        else:
-                            chunk += data[position : position + size]
-                        index[key] = (written + LENGTHS_SIZE + key_length, value_length)
-                        written += size
-                        if progress is not None and position + size >= next_report:
-                            progress(position + size, total)
-                            next_report = position + size + PROGRESS_STEP
-                position += size
+            records = walk(data, HEADER_SIZE, self.path, end=min(total, len(data)))
+            try:
+                for start, key, value_start, value_length, stop in records:
+                    if self._index.get(key) != (value_start, value_length):
+                        continue  # a delete, or a value replaced since
+                    size = stop - start
+                    if len(chunk) + size > COMPACT_CHUNK:
+                        _files.write_all(out, chunk)
+                        chunk.clear()
+                    if size > COMPACT_CHUNK:
+                        with memoryview(data) as view:
+                            _files.write_all(out, view[start:stop])
+                    else:
+                        chunk += data[start:stop]
+                    index[key] = (written + value_start - start, value_length)
+                    written += size
+                    if progress is not None and stop >= next_report:
+                        progress(stop, total)
+                        next_report = stop + PROGRESS_STEP
+            except DBMLoadError as exc:  # a corrupt record
+                stop = exc.offset
+        if stop != total:
+            raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
         _files.write_all(out, chunk)
         if progress is not None:
             progress(total, total)
         return index
 
-    def _changed(self, position):
-        raise DBMError(_messages.CHANGED_UNDER % (self.path, position))
-
     def refresh(self):
-        """Bring in what the writer has written to the file since this reader opened.
-
-        Records the writer has flushed are added; an incomplete last
-        record (a write in progress) waits for the next refresh. If the
-        writer compacted, the new data file is opened and read whole. A
-        corrupt record, or a data file cut shorter than the log this
-        reader has read (``_messages.SHRANK``), raises and closes the
-        reader. A writer's own store is always current: for it this does
-        nothing.
-        """
+        """``_interface.Store.refresh``: the new log is read a chunk at a time (``catch_up``)."""
         with self._guard:
             self._check_open()
             if self.writable or self._owner is not None:
@@ -559,20 +484,14 @@ class Store:
                 raise
 
     def _disown(self):
-        """Become read-only without ever writing (in a child made by ``fork()``).
-
-        Buffered records stay readable; nothing is flushed, synced or cut.
-        """
+        """``_interface.Store._disown``."""
         self._guard = threading.RLock()
         self._busy = None
         self._owner = os.getppid()
         self.writable = False
 
     def close(self):
-        """Flush and fsync buffered records (if writable) and release the file.
-
-        Closing a closed store does nothing.
-        """
+        """``_interface.Store.close``."""
         with self._guard:
             if self._busy:
                 raise DBMError(self._busy % self.path)

@@ -1,117 +1,101 @@
-"""Walks the records of a data file in log order, each with its offset, for the tools.
+"""The records of the log: their encoding, and the one walk over them that Python code makes.
 
-The kernels replay the log to build their index and keep only what an
-index needs. The tools (``semidbm stats``, ``semidbm verify``) need every
-record: its offset, key, value length, size and whether its CRC-32
-matches. This module reads them from a read-only memory map of the file,
-checking each length before use as the kernels do: a negative length is
-corruption (:class:`CorruptRecord`), and a record that runs past the end
-of the file ends the walk as an incomplete tail.
+A record is its key length and value length (``LENGTHS``), the key, the
+value and the CRC-32 of key and value (``CHECKSUM``); a delete record has
+the value length ``DELETED`` and no value (docs/FORMAT.md, "The data
+file"). The pure kernel encodes its records here and walks the log with
+:func:`walk` to rebuild its index and to copy the live records when it
+compacts; the tools walk it to examine a data file (``_checks``), and the
+torn-tail policy (``_tail``) to look for a record that ends the file. The
+compiled kernel parses the log in C, by the same rules.
+
+The constants stay in ``format``, which every module imports (``_messages``
+among them); this module raises an error with a message from
+``_messages``, so it could not live there without an import cycle.
 """
 
-import mmap
-import os
 import struct
-from collections import namedtuple
 from zlib import crc32
 
-from . import _files, _messages
+from . import _messages
 from .errors import DBMLoadError
-from .format import CHECKSUM_SIZE, DELETED, HEADER_SIZE, LENGTHS_SIZE, check_header
+from .format import CHECKSUM_SIZE, DELETED, LENGTHS_SIZE
 
-_LENGTHS = struct.Struct("!ii")
-_CHECKSUM = struct.Struct("!I")
-
-Record = namedtuple("Record", "offset key value_length size checksum_ok")
-Record.__doc__ = """One record of the log.
-
-``offset`` is where it starts in the file; ``value_length`` is -1 for a
-delete record; ``size`` is its length in the file, lengths and checksum
-included; ``checksum_ok`` is whether its CRC-32 matches (None when the
-walk was not asked to check).
-"""
+#: A record's key length and value length: big-endian signed 32-bit.
+LENGTHS = struct.Struct("!ii")
+#: A record's trailing CRC-32: big-endian unsigned 32-bit.
+CHECKSUM = struct.Struct("!I")
 
 
-class CorruptRecord(DBMLoadError):
-    """A record with a negative key length or a value length below -1.
+def checksum(key, value=b""):
+    """The CRC-32 a record of ``key`` and ``value`` ends with (a delete record's: no value)."""
+    return crc32(value, crc32(key))
+
+
+def encode_put(key, value):
+    """The bytes of a record giving the bytes ``key`` the bytes ``value``."""
+    return LENGTHS.pack(len(key), len(value)) + key + value + CHECKSUM.pack(checksum(key, value))
+
+
+def encode_delete(key):
+    """The bytes of a record deleting the bytes ``key``."""
+    return LENGTHS.pack(len(key), DELETED) + key + CHECKSUM.pack(checksum(key))
+
+
+def checksum_matches(data, key, value_start, end):
+    """Whether the CRC-32 that ends the record of ``key`` at ``end`` matches key and value.
+
+    The record is as :func:`walk` yields it: its value (none for a delete)
+    lies in ``data`` from ``value_start`` to the checksum.
+    """
+    value_end = end - CHECKSUM_SIZE
+    (stored,) = CHECKSUM.unpack_from(data, value_end)
+    return checksum(key, data[value_start:value_end]) == stored
+
+
+def corrupt_record(path, offset, key_length, value_length):
+    """The error of a record at ``offset`` with a negative key length or a value length below -1.
 
     Nothing after it can be read: the lengths are what finds the next
-    record. ``offset`` is where the record starts.
+    record. A DBMLoadError, as the compiled kernel raises for it, with
+    ``offset`` kept on it for the tools.
     """
-
-    def __init__(self, path, offset, key_length, value_length):
-        super().__init__(
-            _messages.CORRUPT_RECORD % (path, offset, key_length, value_length)
-        )
-        self.offset = offset
+    error = DBMLoadError(_messages.CORRUPT_RECORD % (path, offset, key_length, value_length))
+    error.offset = offset
+    return error
 
 
-class DataFile:
-    """A semidbm data file opened read-only for walking its records.
+def walk(data, start, path, base=0, end=None):
+    """Yield the complete records of ``data`` from ``start`` on, in log order.
 
-    Opening checks the header (:class:`semidbm.DBMLoadError` if it is not
-    a data file this version reads). The size is taken once, at opening:
-    records a writer appends later are not walked. Use as a context
-    manager, or call :meth:`close`.
+    ``data`` (bytes or a memory map) holds a data file from its offset
+    ``base`` on; ``start``, ``end`` and what is yielded are positions in
+    ``data``. Each record comes as ``(start, key, value_start,
+    value_length, end)``: where it starts, its key (what slicing ``data``
+    gives), where its value starts, its value length (``DELETED`` for a
+    delete record, which has no value) and where it ends, after its
+    checksum. Checksums are not read (:func:`checksum_matches` does).
+
+    Each record's lengths are checked before they are used: impossible
+    ones raise :func:`corrupt_record`'s DBMLoadError, with the record's
+    offset in the file, naming ``path``. The walk stops at ``end``
+    (default: the end of ``data``) or at the start of a record that runs
+    past it, an incomplete last record: where the last record yielded
+    ends, or ``start`` if none was.
     """
-
-    def __init__(self, path):
-        self.path = path
-        self.end = HEADER_SIZE
-        fd = _files.open_data(path, False)
-        try:
-            self.size = os.fstat(fd).st_size
-            header = _files.read_at(fd, HEADER_SIZE, 0)
-            check_header(header, path)
-            self.version = struct.unpack_from("!HH", header, 4)
-            self._map = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
-        except OSError as exc:
-            if isinstance(exc, DBMLoadError):
-                raise
-            raise _files.os_error(exc, "cannot read %s" % path) from None
-        finally:
-            os.close(fd)
-        self._view = memoryview(self._map)
-
-    def records(self, check_checksums=False):
-        """Yield every complete record in log order, as :class:`Record`.
-
-        When the walk ends, :attr:`end` is the offset where it stopped:
-        :attr:`size`, or the start of an incomplete last record. Raises
-        :class:`CorruptRecord` at a record with impossible lengths.
-        """
-        view = self._view
-        size = self.size
-        position = HEADER_SIZE
-        self.end = position
-        unpack_lengths = _LENGTHS.unpack_from
-        while size - position >= LENGTHS_SIZE:
-            key_length, value_length = unpack_lengths(view, position)
-            if key_length < 0 or value_length < DELETED:
-                raise CorruptRecord(self.path, position, key_length, value_length)
-            key_end = position + LENGTHS_SIZE + key_length
-            checksum_start = key_end + max(value_length, 0)
-            record_end = checksum_start + CHECKSUM_SIZE
-            if record_end > size:
-                break
-            key = view[position + LENGTHS_SIZE : key_end].tobytes()
-            checksum_ok = None
-            if check_checksums:
-                (expected,) = _CHECKSUM.unpack_from(view, checksum_start)
-                checksum_ok = crc32(view[key_end:checksum_start], crc32(key)) == expected
-            yield Record(position, key, value_length, record_end - position, checksum_ok)
-            position = record_end
-            self.end = position
-
-    def close(self):
-        """Release the memory map; closing again does nothing."""
-        if self._map is not None:
-            self._view.release()
-            self._map.close()
-            self._map = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
+    if end is None:
+        end = len(data)
+    unpack_lengths = LENGTHS.unpack_from
+    position = start
+    # The loop of the pure kernel's replay: kept to the arithmetic it needs.
+    while end - position >= LENGTHS_SIZE:
+        key_length, value_length = unpack_lengths(data, position)
+        if key_length < 0 or value_length < DELETED:
+            raise corrupt_record(path, base + position, key_length, value_length)
+        key_start = position + LENGTHS_SIZE
+        value_start = key_start + key_length
+        record_end = value_start + (value_length if value_length > 0 else 0) + CHECKSUM_SIZE
+        if record_end > end:
+            return
+        yield position, data[key_start:value_start], value_start, value_length, record_end
+        position = record_end

@@ -176,8 +176,8 @@ def build_parser():
         "a quick timing of semidbm alone: fill, read and delete N keys",
         "A quick timing of semidbm alone on this machine: fill, read (in "
         "random order) and delete N keys in a temporary database. For "
-        "side-by-side comparisons with other dbms, run scripts/bench.sh "
-        "(benchmarks/compare.py) in the source tree.",
+        "side-by-side comparisons with other dbms, run "
+        "scripts/nox.sh -s bench (benchmarks/compare.py) in the source tree.",
     )
     sub.add_argument(
         "-n", "--keys", type=_positive, default=100_000, help="number of keys (100000)"

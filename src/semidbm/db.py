@@ -12,12 +12,14 @@ import functools
 import operator
 import os
 import stat
+import sys
+import warnings
 import weakref
 from collections.abc import MutableMapping
 
-from . import _files, _kernel, _lock
+from . import _files, _kernel, _lock, _messages
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
-from .errors import DBMError
+from .errors import DBMError, TornTailWarning
 from .format import COMPACT_NAME, DATA_NAME, HEADER, LOCK_NAME, MAGIC
 
 implementation, _default_kernel = _kernel.choose()
@@ -265,18 +267,41 @@ def open_with(
             bool(recover),
             None if writable else functools.partial(_lock.writer_active, path),
         )
-    except BaseException:
+    except BaseException as exc:
         directory.close()
         if lock is not None:
             lock.release()
         if created:
             _remove_new_database(path)
+        # A writer that could not cut the torn tail it found: say what it found.
+        _warn_of_torn_tail(directory.data_path, getattr(exc, "torn_tail", None))
         raise
     database._lock = lock
     database._walk = None
+    try:
+        _warn_of_torn_tail(database.path, database.torn_tail)
+    except BaseException:  # a filter that turns warnings into errors
+        database.close()
+        raise
     if writable:
         _open_writers[id(database)] = database
     return database
+
+
+def _warn_of_torn_tail(data_path, torn_tail):
+    """Warn that opening left out the torn tail ``(offset, length)``, unless it is None.
+
+    The warning points at the first caller outside semidbm: the code that
+    called :func:`open`, :func:`open_with`, ``open_shelf`` or a tool.
+    """
+    if torn_tail is None:
+        return
+    offset, length = torn_tail
+    frame, level = sys._getframe(), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == __package__:
+        frame, level = frame.f_back, level + 1
+    message = _messages.TORN_TAIL % (data_path, length, offset)
+    warnings.warn(message, TornTailWarning, stacklevel=level)
 
 
 def data_file(filename):

@@ -15,7 +15,9 @@ from .errors import DBMLoadError
 MAGIC = b"SEMI"
 MAJOR_VERSION = 1
 MINOR_VERSION = 1
-HEADER = MAGIC + struct.pack("!HH", MAJOR_VERSION, MINOR_VERSION)
+#: The header's major and minor version, after the magic.
+_VERSION = struct.Struct("!HH")
+HEADER = MAGIC + _VERSION.pack(MAJOR_VERSION, MINOR_VERSION)
 HEADER_SIZE = len(HEADER)
 
 #: Size of a record's two length fields.
@@ -47,7 +49,10 @@ def torn_tail_limit(buffer_size):
 
 
 def check_header(header, path):
-    """Raise DBMLoadError unless ``header`` is a data file header this version reads."""
+    """Raise DBMLoadError unless ``header`` is a data file header this version reads.
+
+    Returns the file's format version, ``(major, minor)``.
+    """
     if len(header) < HEADER_SIZE:
         raise DBMLoadError(
             "%s: not a semidbm data file (%d bytes, shorter than the header)"
@@ -55,9 +60,10 @@ def check_header(header, path):
         )
     if header[:4] != MAGIC:
         raise DBMLoadError("%s: not a semidbm data file (bad magic number)" % path)
-    major, minor = struct.unpack_from("!HH", header, 4)
+    major, minor = _VERSION.unpack_from(header, len(MAGIC))
     if major != MAJOR_VERSION:
         raise DBMLoadError(
             "%s: unsupported format version %d.%d (this semidbm reads %d.x)"
             % (path, major, minor, MAJOR_VERSION)
         )
+    return major, minor

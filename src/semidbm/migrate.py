@@ -230,7 +230,8 @@ def convert(source, destination, progress=None, **options):
         raise DBMError("cannot open %s: %s" % (source, exc)) from None
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-            raise DBMError(exc.errno, "locked by a process that has it open for writing", source)
+            message = "locked by a process that has it open for writing"
+            raise DBMError(exc.errno, message, source) from None
         raise
     try:
         new = _db.open(destination, "n", **options)

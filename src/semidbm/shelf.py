@@ -112,8 +112,11 @@ class Shelf(shelve.Shelf):
     def __init__(
         self, dict, protocol=None, writeback=False, keyencoding="utf-8", *, serializer="pickle"
     ):
-        self.serializer = make_serializer(serializer, protocol)
+        made = make_serializer(serializer, protocol)
         super().__init__(dict, protocol, writeback, keyencoding)
+        # After the base class: from Python 3.15 on it sets a ``serializer``
+        # of its own (a function), which only the methods overridden here use.
+        self.serializer = made
 
     def __getitem__(self, key):
         try:

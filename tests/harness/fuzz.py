@@ -12,8 +12,8 @@ everything a reader and a writer do with a file:
 
 The only exceptions allowed are ``DBMLoadError`` and
 ``DBMChecksumError``; both kernels must give the same answers and leave
-the same bytes. Run under scripts/sanitize.sh, a memory error in the
-compiled kernel aborts the process.
+the same bytes. Run under the sanitizers (the nox session ``sanitize``),
+a memory error in the compiled kernel aborts the process.
 
 ``python -m tests.harness.fuzz --seconds N [--save DIR]`` runs it for a
 while on random inputs, reports how many it tried and what they did,

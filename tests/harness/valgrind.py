@@ -4,7 +4,7 @@
 kind found and exits with 1 if any error (leak reports aside) has a
 frame in ``semidbm/_core``. Leak reports are left out: the interpreter
 keeps module-level objects, the kernel's types among them, alive until
-exit, which memcheck lists as possibly lost. scripts/memcheck.sh runs it.
+exit, which memcheck lists as possibly lost. The nox session memcheck runs it.
 """
 
 import collections

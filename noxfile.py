@@ -1,0 +1,484 @@
+"""The project's tasks, as nox sessions: ``bash scripts/nox.sh -s SESSION [-- ARGUMENTS]``.
+
+``scripts/nox.sh`` runs the nox it pins (``bash scripts/nox.sh -l`` lists
+the sessions). Arguments after ``--`` go to the session's main command.
+
+- ``tests``: the whole suite, both kernels, on Debian's Python 3.11
+  (``/usr/bin/python3``, the one with ``dbm.gnu``); the default session.
+- ``compiled-3.9`` ... ``compiled-3.15`` (tag ``compiled``): the suite
+  on the compiled kernel (``pytest --kernel cython``) on each CPython the
+  wheels promise: Debian's 3.11, pyenv's 3.9, 3.10, 3.12 and 3.13 (a
+  missing one is an error, not a skip), and 3.14 and 3.15 from Debian
+  unstable in a folder of the checkout (scripts/debian_unstable.py,
+  made by the session ``debian_unstable``).
+- ``bench``: the main job, ``benchmarks/compare.py`` (its arguments; by
+  default preset a, written to docs/bench); ``scale``: the scale
+  benchmark, ``benchmarks/scale.py``; ``asv``: airspeed velocity with
+  the arguments given.
+- ``sanitize``, ``memcheck``: the reliability runs on builds of their own
+  (docs/RELIABILITY.md); ``packaging``: the distributions checked as
+  users get them (scripts/check_packaging.py); ``lint``: ruff and
+  cython-lint.
+- ``dev``: the development environments ``.venv`` (semidbm editable,
+  with the test and benchmark tools) and ``.venv-v051``, for running
+  things by hand.
+
+Environments are kept and reused (``.nox/``), so a second run is quick;
+each run reinstalls the checkout, which rebuilds the compiled kernel.
+The Debian packages a session needs are installed with apt-get when
+missing (through sudo unless run as root).
+"""
+
+import configparser
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import debian_unstable  # noqa: E402 (scripts/ is on the path only from the line above)
+
+# The nox that scripts/nox.sh pins, or newer: the options below need a recent one.
+nox.needs_version = ">=2026.10.20"
+nox.options.sessions = ["tests"]
+nox.options.reuse_venv = "yes"
+# A Python that is not there fails its session rather than skip it, and
+# nox must not download one.
+nox.options.error_on_missing_interpreters = True
+nox.options.download_python = "never"
+
+#: Debian's own Python: it has dbm.gnu (python3-gdbm), which the suite and
+#: the benchmarks compare against.
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+#: What building and testing on Debian's Python needs.
+DEBIAN_PACKAGES = ["gcc", "python3-dev", "python3-gdbm", "python3-venv"]
+
+#: The CPython versions taken from pyenv.
+PYENV_VERSIONS = ["3.9", "3.10", "3.12", "3.13"]
+
+#: The environment of semidbm 0.5.1 from PyPI (it has our import name).
+V051_VENV = ROOT / ".venv-v051"
+
+#: The compiled-kernel selection of the suite (tests/conftest.py).
+COMPILED_ONLY = ["--kernel", "cython"]
+
+#: Fails, saying which kernel it got, unless semidbm runs its compiled kernel.
+CHECK_COMPILED = (
+    "import semidbm; assert semidbm.implementation == 'cython', "
+    "'semidbm.implementation is ' + semidbm.implementation"
+)
+
+#: The suite's selection that memcheck runs by default: the compiled kernel
+#: on the mapping, format, fuzz corpus and concurrency tests.
+MEMCHECK_SELECTION = [
+    "-k", "cython or corpus",
+    "tests/test_mapping.py",
+    "tests/test_format.py",
+    "tests/test_fuzz.py::test_corpus",
+    "tests/test_concurrency.py::test_threads_sharing_one_database",
+    "tests/test_concurrency.py::test_refresh_over_a_corrupt_record_raises_and_closes_the_reader",
+    "tests/test_concurrency.py::test_reader_leaves_a_write_in_progress_alone",
+]
+
+#: Left out of the suite under the sanitizers: the index memory tests, which
+#: measure resident memory (the sanitizers' shadow memory and red zones
+#: inflate it), and the long random-kill and stress tests, which the
+#: sanitize session runs afterwards with fewer kills and seconds (every
+#: process start is slower under the sanitizers).
+SANITIZE_DESELECTED = [
+    "tests/test_kernels.py::test_compiled_index_takes_at_most_32_bytes_per_key",
+    "tests/test_kernels.py::test_compiled_index_fits_its_keys_after_a_misleading_log",
+    "tests/test_crash.py::test_writer_killed_at_random_moments",
+    "tests/test_stress.py::test_writer_and_readers_agree_with_the_model",
+]
+
+#: The linters, pinned: a new release with new rules must not fail CI by itself.
+LINTERS = ["ruff==0.17.6", "cython-lint==0.22.1"]
+
+
+# --- helpers ---------------------------------------------------------------
+
+
+def debian_packages(session, *extra):
+    """Install whichever of DEBIAN_PACKAGES and ``extra`` are missing, with apt-get.
+
+    As root, or through sudo. On a system without dpkg it only warns:
+    there, the packages' equivalents must be installed by hand.
+    """
+    wanted = DEBIAN_PACKAGES + list(extra)
+    if shutil.which("dpkg-query") is None:
+        session.warn("not a Debian system: make sure the equivalents of %s are installed" % wanted)
+        return
+    missing = [package for package in wanted if not debian_package_installed(package)]
+    if not missing:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    session.run(*sudo, "apt-get", "update", "-q", external=True)
+    session.run(
+        *sudo, "env", "DEBIAN_FRONTEND=noninteractive",
+        "apt-get", "install", "-y", "-q", *missing, external=True,
+    )
+
+
+def debian_package_installed(package):
+    """True if dpkg has the Debian package ``package`` installed."""
+    status = subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Status}", package], capture_output=True, text=True
+    )
+    return status.stdout.endswith(" installed")
+
+
+def v051_python(session):
+    """The interpreter of ``.venv-v051``, with semidbm 0.5.1; made on first use."""
+    python = V051_VENV / "bin" / "python"
+    if not python.exists():
+        session.run(DEBIAN_PYTHON, "-m", "venv", str(V051_VENV), external=True)
+    if not list(V051_VENV.glob("lib/python*/site-packages/semidbm-0.5.1.dist-info")):
+        session.run(str(python), "-m", "pip", "install", "-q", "semidbm==0.5.1", external=True)
+    return str(python)
+
+
+def pyenv_root():
+    """pyenv's directory: ``$PYENV_ROOT``, else what ``pyenv root`` says, else ``~/.pyenv``."""
+    if os.environ.get("PYENV_ROOT"):
+        return Path(os.environ["PYENV_ROOT"])
+    if shutil.which("pyenv"):
+        answer = subprocess.run(["pyenv", "root"], capture_output=True, text=True)
+        if answer.returncode == 0 and answer.stdout.strip():
+            return Path(answer.stdout.strip())
+    return Path.home() / ".pyenv"
+
+
+def pyenv_python(version):
+    """The interpreter of pyenv's newest CPython ``version`` (X.Y).
+
+    If pyenv has none, the path it would have, so that nox reports that
+    interpreter missing (and fails the session).
+    """
+    versions = pyenv_root() / "versions"
+    releases = [
+        path.name
+        for path in versions.glob(version + ".*")
+        if re.fullmatch(re.escape(version) + r"\.\d+", path.name)
+    ]
+    newest = max(releases, key=lambda name: int(name.rsplit(".", 1)[1]), default=version + ".N")
+    return str(versions / newest / "bin" / ("python" + version))
+
+
+def install_checkout(session, *extras):
+    """Install the checkout editable, with ``extras``: pip builds the compiled kernel in place."""
+    session.install("-e", ".[%s]" % ",".join(extras) if extras else ".")
+
+
+def run_suite(session, *arguments):
+    """Run pytest on the suite with ``arguments``, semidbm 0.5.1 at hand."""
+    session.run(
+        "python", "-m", "pytest", *arguments, env={"SEMIDBM_V051_PYTHON": v051_python(session)}
+    )
+
+
+def compiled_on_this_machine(session):
+    """The compiled-kernel selection of the suite on this Python; arguments go to pytest."""
+    debian_packages(session)
+    install_checkout(session, "test")
+    session.run("python", "-c", CHECK_COMPILED)
+    run_suite(session, *COMPILED_ONLY, *session.posargs)
+
+
+def compiled_in_debian_unstable(session, version):
+    """The compiled-kernel selection on Debian unstable's Python ``version``, in its folder.
+
+    Arguments go to pytest.
+    """
+    debian_unstable.make_folder(session, debian_packages)
+    python = debian_unstable.venv_python(session, "python" + version, "python" + version)
+    v051 = debian_unstable.v051_python(session)
+    debian_unstable.run_inside(session, python, "-m", "pip", "install", "-q", "-e", ".[test]")
+    debian_unstable.run_inside(session, python, "-c", CHECK_COMPILED)
+    debian_unstable.run_inside(
+        session, python, "-m", "pytest", *COMPILED_ONLY, *session.posargs,
+        env={"SEMIDBM_V051_PYTHON": v051},
+    )
+
+
+def test_requirements():
+    """The test extra's requirements, as setup.cfg lists them."""
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    return setup["options.extras_require"]["test"].split()
+
+
+def build_requirements():
+    """The build requirements of pyproject.toml (setuptools and Cython)."""
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)["build-system"]["requires"]
+
+
+def install_sanitized_build(session):
+    """Build the checkout with the sanitizers into the session's environment.
+
+    From a copy of the sources (no object file of an ordinary build is
+    reused), without build isolation (the build requirements are
+    installed already), replacing any earlier install.
+    """
+    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -O1"
+    with tempfile.TemporaryDirectory(prefix="semidbm-sanitize-") as source:
+        for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "LICENSE",
+                     "MANIFEST.in"):
+            shutil.copy(ROOT / name, source)
+        shutil.copytree(
+            ROOT / "src",
+            os.path.join(source, "src"),
+            ignore=shutil.ignore_patterns("*.so", "_core.c", "*.egg-info", "__pycache__"),
+        )
+        session.run(
+            "python", "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+            "--force-reinstall", source,
+            env={"CFLAGS": flags, "LDFLAGS": "-fsanitize=address,undefined"},
+        )
+
+
+# --- the test suite ----------------------------------------------------------
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def tests(session):
+    """The whole suite, both kernels, on Debian's Python; arguments go to pytest."""
+    debian_packages(session)
+    install_checkout(session, "test")
+    run_suite(session, *session.posargs)
+
+
+def register_compiled_sessions():
+    """One ``compiled-X.Y`` session per CPython version, tagged ``compiled``."""
+    local = {version: pyenv_python(version) for version in PYENV_VERSIONS}
+    local["3.11"] = DEBIAN_PYTHON
+    for version, python in sorted(local.items(), key=lambda item: version_key(item[0])):
+        nox.session(name="compiled-" + version, python=python, tags=["compiled"])(
+            compiled_on_this_machine
+        )
+    for version in debian_unstable.VERSIONS:
+        nox.session(name="compiled-" + version, python=False, tags=["compiled"])(
+            unstable_session(version)
+        )
+
+
+def unstable_session(version):
+    """The session function of ``compiled-VERSION`` for a Python of Debian unstable."""
+
+    def compiled(session):
+        compiled_in_debian_unstable(session, version)
+
+    compiled.__doc__ = compiled_in_debian_unstable.__doc__.replace("``version``", version)
+    return compiled
+
+
+def version_key(version):
+    """``"3.10"`` as ``(3, 10)``, to sort versions as numbers."""
+    return tuple(int(part) for part in version.split("."))
+
+
+register_compiled_sessions()
+
+
+@nox.session(python=False)
+def debian_unstable_folder(session):
+    """Make the Debian unstable folder for Python 3.14 and 3.15, or bring it up to date."""
+    debian_unstable.make_folder(session, debian_packages)
+
+
+# --- reliability -------------------------------------------------------------
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def sanitize(session):
+    """The suite, the crash, stress and fuzz harnesses under AddressSanitizer and UBSan.
+
+    The compiled kernel is built with ``-fsanitize=address,undefined``
+    from a copy of the sources (no object file of an ordinary build is
+    reused) into this session's environment. Any sanitizer report stops
+    the process with an error, which fails the run. gcc's libasan is
+    preloaded (the interpreter itself is not instrumented); leak
+    detection is off, as the interpreter keeps its own allocations at
+    exit. Arguments go to pytest. ``SEMIDBM_KILLS`` (kills per buffer
+    size, default 60), ``SEMIDBM_STRESS_SECONDS`` (15) and
+    ``SEMIDBM_FUZZ_SECONDS`` (60) size the harness runs.
+    """
+    debian_packages(session)
+    libasan = subprocess.run(
+        ["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if not os.path.isabs(libasan):
+        session.error("gcc has no libasan.so (Debian: libgcc-N-dev, which gcc depends on)")
+    session.install(*test_requirements(), *build_requirements(), "wheel")
+    install_sanitized_build(session)
+    core = glob.glob(os.path.join(session.virtualenv.location, "lib", "python3*", "site-packages",
+                                  "semidbm", "_core*.so"))
+    libraries = subprocess.run(["ldd", *core], capture_output=True, text=True).stdout
+    if len(core) != 1 or "libasan" not in libraries or "libubsan" not in libraries:
+        session.error("the compiled kernel %s is not built with the sanitizers" % core)
+
+    sanitized = {
+        "LD_PRELOAD": libasan,
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:strict_string_checks=1"
+        ":check_initialization_order=1",
+        "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+        "SEMIDBM_V051_PYTHON": v051_python(session),
+    }
+    session.run(
+        "python", "-c",
+        "import semidbm; assert semidbm.implementation == 'cython', semidbm.implementation",
+        env=sanitized,
+    )
+    deselected = [argument for test in SANITIZE_DESELECTED for argument in ("--deselect", test)]
+    session.run(
+        "python", "-m", "pytest", "-p", "no:cacheprovider", *deselected, *session.posargs,
+        env=sanitized,
+    )
+    kills = os.environ.get("SEMIDBM_KILLS", "60")
+    seconds = os.environ.get("SEMIDBM_STRESS_SECONDS", "15")
+    fuzz_seconds = os.environ.get("SEMIDBM_FUZZ_SECONDS", "60")
+    session.run("python", "-m", "tests.harness.crash", "--kernel", "cython", "--kills", kills,
+                env=sanitized)
+    session.run("python", "-m", "tests.harness.stress", "--kernel", "cython", "--seconds", seconds,
+                env=sanitized)
+    session.run("python", "-m", "tests.harness.fuzz", "--seconds", fuzz_seconds, env=sanitized)
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def memcheck(session):
+    """Part of the suite, on the compiled kernel, under valgrind memcheck.
+
+    Fails if memcheck reports any error (leaks aside) with a frame in the
+    compiled kernel (tests/harness/valgrind.py reads the reports).
+    Arguments replace the default selection of tests (MEMCHECK_SELECTION).
+    """
+    debian_packages(session, "valgrind")
+    install_checkout(session, "test")
+    reports = tempfile.mkdtemp(prefix="semidbm-memcheck-")
+    try:
+        # PYTHONMALLOC=malloc: every allocation goes through malloc, where memcheck sees it.
+        session.run(
+            "valgrind", "--tool=memcheck", "--leak-check=no", "--error-limit=no",
+            "--num-callers=40", "--xml=yes",
+            "--xml-file=" + os.path.join(reports, "memcheck.%p.xml"),
+            os.path.join(session.bin, "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            *(session.posargs or MEMCHECK_SELECTION),
+            env={"PYTHONMALLOC": "malloc"}, external=True,
+        )
+        session.run(
+            "python", "-m", "tests.harness.valgrind",
+            *sorted(glob.glob(os.path.join(reports, "memcheck.*.xml"))),
+        )
+    finally:
+        shutil.rmtree(reports)
+
+
+# --- benchmarks ----------------------------------------------------------------
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def bench(session):
+    """The main job: semidbm side by side with the others (benchmarks/compare.py).
+
+    Arguments go to compare.py; without any, preset a (1,000,000 keys,
+    five interleaved repetitions), its report and charts written to
+    docs/bench/. Examples: ``-- --preset all --out-dir docs/bench``,
+    ``-- --preset all --quick --out-dir /tmp/bench`` (a smoke test).
+    """
+    debian_packages(session)
+    install_checkout(session, "bench")
+    arguments = session.posargs or ["--preset", "a", "--out-dir", "docs/bench"]
+    session.run(
+        "python", "benchmarks/compare.py", *arguments,
+        env={"SEMIDBM_V051_PYTHON": v051_python(session)},
+    )
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def scale(session):
+    """The scale benchmark (benchmarks/scale.py; README, "Scale"); arguments go to it."""
+    debian_packages(session)
+    install_checkout(session)
+    session.run("python", "benchmarks/scale.py", *session.posargs)
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def asv(session):
+    """airspeed velocity, the benchmark history, with the arguments given.
+
+    For example ``-- run HEAD^!`` (the current commit), ``-- publish``,
+    ``-- preview``; README, "Benchmark history (asv)". It describes this
+    machine to asv first, without asking (``asv machine --yes``). asv
+    makes its environments from the ``python3.X`` that ``PATH`` finds
+    first: this session's, made from Debian's Python (which has
+    dbm.gnu). Results and environments go to .asv/.
+    """
+    debian_packages(session)
+    install_checkout(session, "bench")
+    if not session.posargs:
+        session.error("give asv's arguments after --, for example: -- run HEAD^!")
+    session.run("asv", "machine", "--yes", silent=True)
+    session.run("asv", *session.posargs)
+
+
+# --- packaging and lint --------------------------------------------------------
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def packaging(session):
+    """The distributions checked as users get them (scripts/check_packaging.py).
+
+    The pinned tools (scripts/packaging-requirements.txt) go in this
+    session's environment; fresh environments for the installs are made
+    with Debian's Python. Set ``SEMIDBM_PACKAGING_KEEP=1`` to keep the
+    temporary directory.
+    """
+    debian_packages(session)
+    session.install("-r", "scripts/packaging-requirements.txt")
+    session.run("python", "scripts/check_packaging.py", DEBIAN_PYTHON)
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def lint(session):
+    """ruff on the Python code, cython-lint on the Cython kernel (settings in pyproject.toml)."""
+    session.install(*LINTERS)
+    session.run("ruff", "check", *session.posargs)
+    cython_files = sorted(
+        name
+        for pattern in ("*.pyx", "*.pxd", "*.pxi")
+        for name in glob.glob(os.path.join("src", "semidbm", pattern))
+    )
+    session.run("cython-lint", *cython_files)
+
+
+# --- by hand -------------------------------------------------------------------
+
+
+@nox.session(python=False)
+def dev(session):
+    """The development environments, to run things by hand.
+
+    ``.venv``: Debian's Python, semidbm installed editable (the compiled
+    kernel built in place; run this again after changing ``_core.pyx``)
+    with the test and benchmark tools; ``.venv-v051``: semidbm 0.5.1, for
+    ``SEMIDBM_V051_PYTHON``. Then, for example:
+    ``SEMIDBM_V051_PYTHON=$PWD/.venv-v051/bin/python .venv/bin/python -m pytest``.
+    """
+    debian_packages(session)
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "python").exists():
+        session.run(DEBIAN_PYTHON, "-m", "venv", str(venv), external=True)
+    python = str(venv / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "-q", "-e", ".[test,bench]", external=True)
+    v051_python(session)

@@ -1,0 +1,318 @@
+"""The packaging check: build the distributions as users get them and test each one installed.
+
+The nox session ``packaging`` runs it, with the pinned tools of
+scripts/packaging-requirements.txt installed beside the interpreter that
+runs this script; its one argument is the Python that makes the fresh
+virtual environments (Debian's, with venv and the headers). It takes
+about five minutes on two idle cores, eight or nine on busy ones (the
+three suites run partly side by side). Everything happens in a temporary
+directory, removed at the end unless ``SEMIDBM_PACKAGING_KEEP=1``; the
+source tree is only read.
+
+1. ``python -m build`` on a copy of the sources: an sdist, and a wheel
+   built from that sdist; ``twine check --strict`` on both;
+2. ``auditwheel show``, then ``auditwheel repair``: the wheel must get a
+   manylinux tag;
+3. that wheel in a fresh venv: the whole suite with the compiled kernel
+   (scripts/test_installed.py), ``mypy --strict`` on
+   examples/typed_usage.py (and on code with type errors, which must
+   fail), stubtest on the stubs, and the example run;
+4. the sdist in another fresh venv, without Cython installed there: it
+   builds (pip fetches Cython for the build only) and passes the suite;
+5. the sdist built with ``SEMIDBM_NO_EXTENSIONS=1``: a py3-none-any
+   wheel, installed in a third venv, passing the suite on the pure-Python
+   kernel; and built with a failing C compiler: an error that names the
+   variable;
+6. the cibuildwheel build identifiers for each platform and workflow job
+   (scripts/check_build_identifiers.py), and the workflow file against
+   the GitHub workflow schema.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+#: The pinned tools, installed beside this script's interpreter.
+TOOLS = Path(sys.executable).parent
+
+#: The variables that would change what is built or tested: only this script sets them.
+LEFT_OUT = ["SEMIDBM_NO_EXTENSIONS", "SEMIDBM_PURE_PYTHON", "SEMIDBM_V051_PYTHON", "PYTHONPATH"]
+
+#: Code that misuses the typed API: mypy must find exactly five errors in it.
+MISUSE = """
+import semidbm
+semidbm.open(1.5)
+semidbm.open("p", "x")
+db = semidbm.open("p", "c")
+count: int = db[b"k"]
+db[b"k"] = 5
+db.keys().mapping
+"""
+
+STARTED = time.monotonic()
+
+
+class Failure(Exception):
+    """A check that failed; its message says which."""
+
+
+def step(message):
+    print("\n=== packaging [%ds]: %s" % (time.monotonic() - STARTED, message), flush=True)
+
+
+def run(*command, **options):
+    """Run ``command``; a non-zero exit is a Failure naming it."""
+    result = subprocess.run([str(part) for part in command], **options)
+    if result.returncode != 0:
+        raise Failure("%s exited with %d" % (" ".join(map(str, command)), result.returncode))
+    return result
+
+
+def only(pattern):
+    """The one file matching ``pattern``; a Failure if there is none or more."""
+    found = glob.glob(str(pattern))
+    if len(found) != 1:
+        raise Failure("expected one file for %s, found %s" % (pattern, found))
+    return Path(found[0])
+
+
+def copy_sources(target):
+    """Copy the sources to ``target``: git's tracked and new files as they are, or the tree."""
+    listed = subprocess.run(
+        ["git", "-C", str(PROJECT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+    )
+    if listed.returncode != 0:
+        shutil.copytree(
+            PROJECT,
+            target,
+            ignore=shutil.ignore_patterns(
+                ".venv*", ".nox", ".debian-unstable*", "build", "dist", "*.egg-info", "*.so",
+                "_core.c", ".git",
+            ),
+        )
+        return
+    for name in os.fsdecode(listed.stdout).split("\0"):
+        source = PROJECT / name
+        if name and source.is_file():  # deleted files are still listed until committed
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def build(work):
+    """Build the sdist and a wheel from it; check their contents; return both."""
+    source = work / "source"
+    source.mkdir()
+    copy_sources(source)
+    with open(work / "build.log", "w") as log:
+        built = subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(work / "dist"), str(source)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    if built.returncode != 0:
+        print("".join((work / "build.log").read_text().splitlines(True)[-50:]))
+        raise Failure("python -m build")
+    sdist = only(work / "dist" / "semidbm-*.tar.gz")
+    wheel = only(work / "dist" / "semidbm-*.whl")
+    print("built %s and %s" % (sdist.name, wheel.name))
+    with tarfile.open(sdist) as archive:
+        in_sdist = archive.getnames()
+    if not any(name.endswith("/src/semidbm/_core.pyx") for name in in_sdist):
+        raise Failure("the sdist lacks _core.pyx")
+    if not any("/tests/fixtures/v051/" in name for name in in_sdist):
+        raise Failure("the sdist lacks the test fixtures")
+    if any(name.endswith("/src/semidbm/_core.c") for name in in_sdist):
+        raise Failure("the sdist holds the generated _core.c")
+    with zipfile.ZipFile(wheel) as archive:
+        in_wheel = set(archive.namelist())
+    for name in ("py.typed", "__init__.pyi", "_core.pyi"):
+        if "semidbm/" + name not in in_wheel:
+            raise Failure("the wheel lacks " + name)
+    run(TOOLS / "twine", "check", "--strict", sdist, wheel)
+    return sdist, wheel
+
+
+def repair(work, wheel):
+    """``auditwheel repair`` the wheel; it must get a manylinux tag. Return the repaired wheel."""
+    run(TOOLS / "auditwheel", "show", wheel)
+    run(TOOLS / "auditwheel", "repair", "--wheel-dir", work / "wheelhouse", wheel)
+    repaired = only(work / "wheelhouse" / "semidbm-*.whl")
+    if "-manylinux_" not in repaired.name and ".manylinux_" not in repaired.name:
+        raise Failure("the repaired wheel has no manylinux tag: " + repaired.name)
+    print("manylinux wheel: " + repaired.name)
+    run(TOOLS / "twine", "check", "--strict", repaired)
+    return repaired
+
+
+class Checker:
+    """The checks that install the distributions, some of them side by side."""
+
+    def __init__(self, work, python):
+        self.work = work
+        self.python = python
+        self.background = ThreadPoolExecutor(max_workers=2)
+        self.jobs = {}
+
+    def fresh_venv(self, name, *install, **options):
+        """A fresh venv ``work/NAME`` with ``pip install INSTALL``; return its directory."""
+        place = self.work / name
+        run(self.python, "-m", "venv", place, **options)
+        run(place / "bin" / "python", "-m", "pip", "install", "-q", *install, **options)
+        return place
+
+    def installed_suite(self, venv, env=None, **options):
+        """The suite against the install in ``venv`` (test_installed.py), from its own directory."""
+        directory = Path(str(venv) + "-run")
+        directory.mkdir(exist_ok=True)
+        run(venv / "bin" / "python", PROJECT / "scripts" / "test_installed.py", "-q",
+            cwd=directory, env=env, **options)
+
+    def start(self, name, function, *arguments):
+        """Start ``function(*arguments, log)`` beside the foreground steps, output to its log."""
+        log = open(self.work / (name + ".log"), "w")
+        self.jobs[name] = (self.background.submit(function, *arguments, log), log)
+
+    def finish(self, name):
+        """Wait for the job ``name``, show its output, and fail if it failed."""
+        future, log = self.jobs.pop(name)
+        try:
+            error = future.exception()
+        finally:
+            log.close()
+        for line in (self.work / (name + ".log")).read_text().splitlines():
+            print("[%s] %s" % (name, line))
+        if error is not None:
+            raise Failure("%s: %s" % (name, error))
+
+    def install_sdist(self, sdist, log):
+        """The sdist in a fresh venv without Cython (pip fetches it for the build only)."""
+        to_log = {"stdout": log, "stderr": subprocess.STDOUT}
+        venv = self.fresh_venv("sdist-venv", "--no-cache-dir", "%s[test]" % sdist, **to_log)
+        has_cython = subprocess.run([str(venv / "bin" / "python"), "-c", "import Cython"], **to_log)
+        if has_cython.returncode == 0:
+            raise Failure("Cython is installed in the sdist venv")
+
+    def build_pure(self, sdist, log):
+        """A wheel of the sdist with SEMIDBM_NO_EXTENSIONS=1; without it, a failing compiler fails.
+
+        The failure must name the variable.
+        """
+        wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir"]
+        run(*wheel, "--wheel-dir", self.work / "pure", sdist,
+            env=dict(os.environ, SEMIDBM_NO_EXTENSIONS="1"), stdout=log, stderr=subprocess.STDOUT)
+        failed = subprocess.run(
+            [*wheel, "--wheel-dir", str(self.work / "no-compiler"), str(sdist)],
+            env=dict(os.environ, CC="false"),
+            capture_output=True,
+            text=True,
+        )
+        if failed.returncode == 0:
+            raise Failure("the sdist installed although the C compiler failed")
+        if "or set SEMIDBM_NO_EXTENSIONS=1" not in failed.stdout + failed.stderr:
+            print((failed.stdout + failed.stderr)[-3000:], file=log, flush=True)
+            raise Failure("a failed compile does not name SEMIDBM_NO_EXTENSIONS")
+        print("a failed compile says: set SEMIDBM_NO_EXTENSIONS=1", file=log, flush=True)
+
+    def pure_suite(self, venv, log):
+        """The suite on the pure-Python install, told it has no compiled kernel."""
+        self.installed_suite(venv, env=dict(os.environ, SEMIDBM_NO_EXTENSIONS="1"),
+                             stdout=log, stderr=subprocess.STDOUT)
+
+    def types(self, wheel_venv):
+        """mypy --strict on the typed example and on misuse (five errors), stubtest, the example."""
+        python = wheel_venv / "bin" / "python"
+        requirements = (PROJECT / "scripts" / "packaging-requirements.txt").read_text().split()
+        run(python, "-m", "pip", "install", "-q",
+            *[line for line in requirements if line.startswith("mypy==")])
+        directory = self.work / "typing"
+        directory.mkdir()
+        run(python, "-m", "mypy", "--strict", "--no-incremental",
+            PROJECT / "examples" / "typed_usage.py", cwd=directory)
+        run(python, "-m", "mypy.stubtest", "--allowlist",
+            PROJECT / "scripts" / "stubtest-allowlist.txt", "semidbm", cwd=directory)
+        misuse = subprocess.run(
+            [str(python), "-m", "mypy", "--strict", "--no-incremental", "-c", MISUSE],
+            cwd=directory, capture_output=True, text=True,
+        )
+        if misuse.returncode == 0:
+            raise Failure("mypy accepted code with type errors")
+        if "Found 5 errors" not in misuse.stdout:
+            print(misuse.stdout + misuse.stderr)
+            raise Failure("mypy found other errors than the five expected")
+        run(python, PROJECT / "examples" / "typed_usage.py", cwd=directory)
+
+    def check(self):
+        step("build an sdist and a wheel from a copy of the sources")
+        sdist, wheel = build(self.work)
+
+        step("auditwheel")
+        repaired = repair(self.work, wheel)
+
+        step("the sdist installed (in the background); the wheel in a fresh venv: the suite")
+        self.start("sdist-install", self.install_sdist, sdist)
+        self.start("pure-build", self.build_pure, sdist)
+        wheel_venv = self.fresh_venv("wheel-venv", "%s[test]" % repaired)
+        self.installed_suite(wheel_venv)
+
+        step("the wheel: types (mypy --strict, stubtest) and the typed example")
+        self.types(wheel_venv)
+
+        step("SEMIDBM_NO_EXTENSIONS=1: a pure-Python wheel from the sdist, and the suite on it "
+             "(in the background)")
+        self.finish("pure-build")
+        pure = only(self.work / "pure" / "semidbm-*.whl")
+        if not pure.name.endswith("-py3-none-any.whl"):
+            raise Failure("SEMIDBM_NO_EXTENSIONS=1 did not give a pure wheel: " + pure.name)
+        print("pure wheel: " + pure.name)
+        pure_venv = self.fresh_venv("pure-venv", "%s[test]" % pure)
+        self.start("pure-suite", self.pure_suite, pure_venv)
+
+        step("the sdist in a fresh venv without Cython: it built, and passes the suite")
+        self.finish("sdist-install")
+        self.installed_suite(self.work / "sdist-venv")
+        self.finish("pure-suite")
+
+        step("cibuildwheel build identifiers and the workflow file")
+        run(sys.executable, PROJECT / "scripts" / "check_build_identifiers.py")
+        run(TOOLS / "check-jsonschema", "--builtin-schema", "vendor.github-workflows",
+            *sorted((PROJECT / ".github" / "workflows").glob("*.yml")))
+
+
+def main(python):
+    # Each line out at once, in order with the output of the commands run.
+    sys.stdout.reconfigure(line_buffering=True)
+    for name in LEFT_OUT:
+        os.environ.pop(name, None)
+    os.environ["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    work = Path(tempfile.mkdtemp(prefix="semidbm-packaging."))
+    # Open to all: a test runs the installed semidbm as an unprivileged user.
+    os.chmod(work, 0o755)
+    checker = Checker(work, python)
+    try:
+        checker.check()
+    except Failure as failure:
+        sys.exit("packaging: FAILED: %s" % failure)
+    finally:
+        checker.background.shutdown(wait=True)
+        if os.environ.get("SEMIDBM_PACKAGING_KEEP") == "1":
+            print("packaging: kept %s" % work)
+        else:
+            shutil.rmtree(work)
+    step("done: all packaging checks passed in %d s" % (time.monotonic() - STARTED))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: check_packaging.py PYTHON (the Python that makes the fresh venvs)")
+    main(sys.argv[1])

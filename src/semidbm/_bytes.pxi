@@ -1,0 +1,116 @@
+# The bytes of records, for the compiled kernel (included by _core.pyx):
+# the format's sizes, big-endian fields, borrowing the bytes of keys and
+# values, and where the bytes of a record are (Log). The table, the index
+# rebuild and the Store all read records through these.
+
+cdef enum:
+    # The format's sizes, as ``format`` has them: C needs them when it is
+    # compiled. tests/test_core_constants.py checks them against ``format``
+    # through _format_constants.
+    HEADER_SIZE = 8
+    LENGTHS_SIZE = 8
+    CHECKSUM_SIZE = 4
+    RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
+    DELETED = -1
+
+
+def _format_constants():
+    """The format's sizes this module was compiled with, by the names ``format`` gives them."""
+    return {
+        "HEADER_SIZE": HEADER_SIZE,
+        "LENGTHS_SIZE": LENGTHS_SIZE,
+        "CHECKSUM_SIZE": CHECKSUM_SIZE,
+        "RECORD_OVERHEAD": RECORD_OVERHEAD,
+        "DELETED": DELETED,
+    }
+
+
+# --- Big-endian fields ---
+
+cdef inline uint32_t load_be32(const char* data) noexcept nogil:
+    cdef const uint8_t* p = <const uint8_t*>data
+    return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
+            | (<uint32_t>p[2] << 8) | (<uint32_t>p[3]))
+
+
+cdef inline void store_be32(char* data, uint32_t value) noexcept nogil:
+    cdef uint8_t* p = <uint8_t*>data
+    p[0] = <uint8_t>(value >> 24)
+    p[1] = <uint8_t>(value >> 16)
+    p[2] = <uint8_t>(value >> 8)
+    p[3] = <uint8_t>value
+
+
+cdef inline void encode_header(char* out, Py_ssize_t key_size,
+                               Py_ssize_t value_size) noexcept nogil:
+    """Write a record's two lengths (``DELETED`` as the value's for a delete)."""
+    store_be32(out, <uint32_t>key_size)
+    store_be32(out + 4, <uint32_t>value_size)
+
+
+# --- Borrowing the bytes of keys and values ---
+
+cdef struct Borrowed:
+    const char* data
+    Py_ssize_t size
+    Py_buffer view
+    bint has_view
+    PyObject* copy
+
+
+cdef int borrow(object item, Borrowed* out, str what) except -1:
+    """Point ``out`` at the bytes of ``item``: bytes, str (UTF-8) or a buffer.
+
+    A buffer that is not contiguous is copied. Call ``give_back`` after.
+    """
+    out.has_view = False
+    out.copy = NULL
+    if PyBytes_Check(item):
+        out.data = PyBytes_AS_STRING(item)
+        out.size = PyBytes_GET_SIZE(item)
+    elif PyUnicode_Check(item):
+        out.data = PyUnicode_AsUTF8AndSize(item, &out.size)
+    elif PyObject_CheckBuffer(item):
+        if PyObject_GetBuffer(item, &out.view, PyBUF_SIMPLE) == 0:
+            out.has_view = True
+            out.data = <const char*>out.view.buf
+            out.size = out.view.len
+        else:
+            PyErr_Clear()
+            view = memoryview(item)
+            if view.nbytes > MAX_LENGTH:
+                raise ValueError(TOO_LONG % what)
+            copy = view.tobytes()
+            Py_INCREF(copy)
+            out.copy = <PyObject*>copy
+            out.data = PyBytes_AS_STRING(copy)
+            out.size = PyBytes_GET_SIZE(copy)
+    else:
+        raise TypeError(_messages.WRONG_TYPE % (what, type(item).__name__))
+    return 0
+
+
+cdef inline void give_back(Borrowed* borrowed) noexcept:
+    if borrowed.has_view:
+        PyBuffer_Release(&borrowed.view)
+        borrowed.has_view = False
+    Py_XDECREF(borrowed.copy)
+    borrowed.copy = NULL
+
+
+# --- Where a record's bytes are ---
+
+cdef struct Log:
+    # The log as the Store and its table read it: the mapping below disk_end,
+    # the records not yet written to the file from disk_end on (the
+    # append buffer; during a reader's refresh, a copy of the new log).
+    const char* map
+    uint64_t disk_end
+    char* buffer
+
+
+cdef inline const char* log_record(const Log* log, uint64_t offset) noexcept nogil:
+    """The bytes of the record at ``offset``: in the mapping or the buffer."""
+    if offset >= log.disk_end:
+        return log.buffer + (offset - log.disk_end)
+    return log.map + offset

@@ -1,0 +1,63 @@
+"""The compaction's file swap, for both kernels (docs/FORMAT.md, "Compaction").
+
+A kernel writes its live records into a copy beside the data file
+(:func:`write_compacted`), flushed to disk, then renames the copy over
+the data file (:func:`install_compacted`): a crash leaves either the old
+file or the new one, whole. Which records are live, and how they are
+copied, is the kernel's own.
+"""
+
+import os
+
+from . import _files
+from .errors import DBMError
+from .format import COMPACT_NAME, DATA_NAME, HEADER
+
+
+def write_compacted(directory, fd, write_records):
+    """Write a compacted copy of the data file (open as ``fd``) beside it, flushed to disk.
+
+    The copy, ``data.compact`` in ``directory``, gets the data file's
+    permissions and header; ``write_records(out_fd)`` writes the live
+    records after the header. Returns what ``write_records`` returned.
+    On failure the copy is removed and the error raised as a DBMError.
+    """
+    try:
+        mode = os.fstat(fd).st_mode & 0o7777
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _files.BINARY
+        out = directory.open(COMPACT_NAME, flags, mode)
+        try:
+            directory.chmod(out, COMPACT_NAME, mode)
+            _files.write_all(out, HEADER)
+            result = write_records(out)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    except BaseException as exc:
+        directory.discard(COMPACT_NAME)
+        if isinstance(exc, OSError) and not isinstance(exc, DBMError):
+            raise _files.os_error(exc, "cannot compact %s" % directory.data_path) from None
+        raise
+    return result
+
+
+def install_compacted(directory):
+    """Rename the compacted copy over the data file, then flush the directory.
+
+    The caller has closed the data file first: Windows cannot rename over
+    a file that is open, and so refuses while any other process (a
+    reader) has it open; the copy is then removed and the data file left
+    as it was. Returns ``(replaced, failure)``: whether the rename
+    happened, and the DBMError to raise once the caller has reopened the
+    data file, or None.
+    """
+    replaced = False
+    try:
+        directory.replace(COMPACT_NAME, DATA_NAME)
+        replaced = True
+        directory.fsync()
+    except OSError as exc:
+        if not replaced:
+            directory.discard(COMPACT_NAME)
+        return replaced, _files.os_error(exc, "cannot compact %s" % directory.data_path)
+    return replaced, None

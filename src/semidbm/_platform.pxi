@@ -1,0 +1,60 @@
+# What the compiled kernel calls in C (included by _core.pyx): the system
+# and the processor through _platform.h, CRC-32 through _crc32.h, the few
+# functions of Python's C API that Cython does not declare, and write_all,
+# the one loop that writes bytes to a file.
+
+cdef extern from "_crc32.h":
+    void semidbm_crc32_init()
+    uint32_t crc32 "semidbm_crc32" (uint32_t crc, const char* data, size_t size) noexcept nogil
+
+cdef extern from "_platform.h":
+    const char* semidbm_map(int fd, size_t length, int* error)
+    void semidbm_unmap(const char* data, size_t length)
+    ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
+    int semidbm_close(int fd)
+    void semidbm_advise_huge(void* data, size_t size) noexcept nogil
+    void semidbm_prefetch(const void* address) noexcept nogil
+    uint64_t semidbm_load_acquire(volatile uint64_t* counter) noexcept nogil
+    void semidbm_store_release(volatile uint64_t* counter, uint64_t value) noexcept nogil
+    uint64_t semidbm_exchange(volatile uint64_t* counter, uint64_t value) noexcept nogil
+    void semidbm_pause() noexcept nogil
+    void semidbm_yield() noexcept nogil
+    int64_t semidbm_clock_ns() noexcept nogil
+    enum: SEMIDBM_MAP_BEYOND_EOF
+
+semidbm_crc32_init()
+
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    unsigned long PyThread_start_new_thread(void (*function)(void*) noexcept nogil, void* argument)
+    enum: PYTHREAD_INVALID_THREAD_ID
+    int PyObject_GetBuffer(object obj, Py_buffer* view, int flags)
+    void PyErr_Clear()
+
+
+cdef enum:
+    # Largest single write() (some systems refuse more than 2 GiB at once).
+    WRITE_LIMIT = 1 << 30
+
+
+cdef int write_all(int fd, const char* data, Py_ssize_t size) noexcept:
+    """Write ``size`` bytes to the file ``fd``; 0, or the errno of a failed write."""
+    cdef Py_ssize_t written
+    while size > 0:
+        written = semidbm_write(fd, data, size if size < WRITE_LIMIT else WRITE_LIMIT)
+        if written < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        data += written
+        size -= written
+    return 0
+
+
+cdef int write_or_raise(int fd, const char* data, Py_ssize_t size) except -1:
+    """``write_all``, raising OSError if the write fails."""
+    cdef int failure = write_all(fd, data, size)
+    if failure:
+        raise OSError(failure, os.strerror(failure))
+    return 0

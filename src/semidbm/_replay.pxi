@@ -1,0 +1,370 @@
+# The index rebuild of the compiled kernel (included by _core.pyx): the
+# log's records, parsed in blocks (LogParser, parse_block), are applied
+# to a Table (replay). With another processor free, a long log is parsed
+# in a second thread (pure C, no Python) that hands its blocks over
+# through a ring (ParseRing) while this one updates the table; the result
+# is the same as parsing in one. Every length read from the log is
+# checked before use: a damaged file raises DBMLoadError, never reads out
+# of bounds. Checksums are not read (the torn-tail check reads them only
+# when a long tail is left over, see ``_files``).
+
+cdef enum:
+    # Records the index rebuild parses at a time (a block).
+    REPLAY_BLOCK = 256
+    # Blocks the parsing thread of the index rebuild may be ahead of its updates.
+    REPLAY_RING = 64
+    # Bytes of the log the index rebuild asks the processor for ahead of its parsing.
+    REPLAY_PREFETCH = 2048
+    # Bytes in a processor's cache line (the usual size).
+    CACHE_LINE = 64
+    # Records whose slot the index rebuild asks the processor for ahead of their update.
+    SLOT_PREFETCH = 16
+    # Nanoseconds the index rebuild waits for a block from its parsing
+    # thread before it parses the rest itself.
+    REPLAY_PATIENCE = 1000000
+    # ParseRing.started: the parsing thread has not started yet, has
+    # started, or will find on starting that the rebuild is over.
+    NOT_STARTED = 0
+    STARTED = 1
+    ABANDONED = 2
+    # Pauses a waiting thread of the index rebuild spins before it yields the processor.
+    SPINS = 64
+    # Logs at least this long are parsed in a thread of their own during the index rebuild.
+    THREADED_REPLAY_MIN = 1 << 22
+    # The index rebuild sizes its table from the log's size once it has
+    # read this fraction of the log (one part in so many).
+    PROJECTION_SAMPLE = 16
+
+
+# --- Parsing the log ---
+
+cdef struct Parsed:
+    uint64_t offset
+    uint32_t hash
+    bint deleted
+
+
+cdef struct LogParser:
+    # Where a parse of the mapped log stands. Parsing reads the mapping
+    # and writes here and to its blocks, nothing else: a thread of its
+    # own can run it.
+    # Positions count from map[0], which is the file's offset base.
+    const char* map       # the log from offset base on
+    uint64_t base
+    uint64_t position     # of the next record, from map[0]
+    uint64_t size         # where the log ends, from map[0]
+    uint64_t ahead        # the log is prefetched up to here
+    bint corrupt          # stopped at a record with impossible lengths (at position):
+    int32_t key_size      # its lengths
+    int32_t value_size
+
+
+cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
+    """Parse up to ``REPLAY_BLOCK`` records into ``block``; return how many.
+
+    Fewer than ``REPLAY_BLOCK`` means the parse is over: ``position`` is
+    then the log's size, the start of an incomplete last record, or that
+    of a corrupt record (``corrupt`` set). Every length is checked before
+    use. The log is a stream, but the processor's own prefetching stops
+    at each page, so the next ``REPLAY_PREFETCH`` bytes are requested
+    ahead of the parsing.
+    """
+    cdef const char* data = parser.map
+    cdef uint64_t base = parser.base
+    cdef uint64_t position = parser.position
+    cdef uint64_t size = parser.size
+    cdef uint64_t ahead = parser.ahead
+    cdef uint64_t record_end
+    cdef int32_t key_size, value_size
+    cdef size_t parsed = 0
+    while parsed < REPLAY_BLOCK and size - position >= LENGTHS_SIZE:
+        if ahead < position:
+            ahead = position
+        while ahead < size and ahead - position < REPLAY_PREFETCH:
+            semidbm_prefetch(data + ahead)
+            ahead += CACHE_LINE
+        key_size = <int32_t>load_be32(data + position)
+        value_size = <int32_t>load_be32(data + position + 4)
+        if key_size < 0 or value_size < DELETED:
+            parser.corrupt = True
+            parser.key_size = key_size
+            parser.value_size = value_size
+            break
+        record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+        if value_size != DELETED:
+            record_end += <uint64_t>value_size
+        if record_end > size:
+            break
+        block[parsed].offset = base + position
+        block[parsed].hash = hash_key(data + position + LENGTHS_SIZE, key_size)
+        block[parsed].deleted = value_size == DELETED
+        parsed += 1
+        position = record_end
+    parser.position = position
+    parser.ahead = ahead
+    return parsed
+
+
+# --- The parsing thread ---
+
+cdef struct ParseRing:
+    # A parsing thread and the index rebuild, sharing blocks of records.
+    # The rebuild parses the first blocks itself, until the thread has
+    # started (``started``); it then hands its parser over (``parser``,
+    # then ``handed_over``). Block n goes in blocks[n % REPLAY_RING], with
+    # the parser as it was after it in states[n % REPLAY_RING]. The thread
+    # writes a block, then counts it in ``parsed``; the rebuild applies
+    # it, then counts it in ``applied``, and the thread may reuse its place.
+    LogParser parser
+    Parsed blocks[REPLAY_RING * REPLAY_BLOCK]
+    size_t sizes[REPLAY_RING]
+    LogParser states[REPLAY_RING]
+    uint64_t started
+    uint64_t handed_over
+    uint64_t parsed
+    uint64_t applied
+    uint64_t stop                   # the rebuild asks the thread to stop
+    uint64_t finished               # the thread has stopped and lets go of the ring
+
+
+cdef bint several_processors():
+    """True if this process may run on more than one processor."""
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except AttributeError:  # no sched_getaffinity: not Linux
+        return (os.cpu_count() or 1) > 1
+
+
+# Whether a long log is parsed in a thread of its own during the index rebuild.
+cdef bint threaded_replay = several_processors()
+
+
+cdef ParseRing* start_parsing() noexcept:
+    """Start a parsing thread with a new ring; NULL if none can be had."""
+    cdef ParseRing* ring = <ParseRing*>malloc(sizeof(ParseRing))
+    if ring == NULL:
+        return NULL
+    ring.started = NOT_STARTED
+    ring.handed_over = False
+    ring.parsed = 0
+    ring.applied = 0
+    ring.stop = False
+    ring.finished = False
+    if PyThread_start_new_thread(parse_in_thread, ring) == PYTHREAD_INVALID_THREAD_ID:
+        free(ring)
+        return NULL
+    return ring
+
+
+cdef inline void pause_or_yield(int* spins) noexcept nogil:
+    """One step of a wait for the other thread: spin a little, then give the processor away."""
+    if spins[0] < SPINS:
+        spins[0] += 1
+        semidbm_pause()
+    else:
+        semidbm_yield()
+
+
+cdef void parse_in_thread(void* argument) noexcept nogil:
+    """The body of the parsing thread: take over the parser, fill the ring block by block.
+
+    Goes on until the parse is over or the rebuild asks it to ``stop``.
+    Once it has set ``finished`` it touches the ring and the log no more.
+    If the rebuild was over before the thread started, the thread frees
+    the ring instead.
+    """
+    cdef ParseRing* ring = <ParseRing*>argument
+    cdef uint64_t block = 0
+    cdef size_t parsed = REPLAY_BLOCK
+    cdef int spins = 0
+    if semidbm_exchange(&ring.started, STARTED) == ABANDONED:
+        free(ring)
+        return
+    while not semidbm_load_acquire(&ring.handed_over) and not semidbm_load_acquire(&ring.stop):
+        pause_or_yield(&spins)
+    while parsed == REPLAY_BLOCK and not semidbm_load_acquire(&ring.stop):
+        if block - semidbm_load_acquire(&ring.applied) == REPLAY_RING:
+            # The ring is full: the rebuild is busy (growing the table, say).
+            pause_or_yield(&spins)
+            continue
+        spins = 0
+        parsed = parse_block(&ring.parser, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK)
+        ring.sizes[block % REPLAY_RING] = parsed
+        ring.states[block % REPLAY_RING] = ring.parser
+        block += 1
+        semidbm_store_release(&ring.parsed, block)
+    semidbm_store_release(&ring.finished, True)
+
+
+cdef bint wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
+    """Wait until the thread has parsed ``block``; False if that takes ``REPLAY_PATIENCE``.
+
+    A block takes microseconds. Past a short spin the wait yields the
+    processor, which the thread may be waiting for: a new thread often
+    starts on its parent's processor, until the system moves it to an
+    idle one. A wait longer than the patience means that the thread
+    has no processor (the machine is busy), and is not waited out.
+    """
+    cdef int64_t deadline = 0
+    cdef int spins = 0
+    while semidbm_load_acquire(&ring.parsed) == block:
+        if spins < SPINS:
+            spins += 1
+            semidbm_pause()
+        elif deadline == 0:
+            deadline = semidbm_clock_ns() + REPLAY_PATIENCE
+        elif semidbm_clock_ns() > deadline:
+            return False
+        else:
+            semidbm_yield()
+    return True
+
+
+cdef void stop_parsing(ParseRing* ring) noexcept nogil:
+    """End the parsing thread's part: stop it and free the ring.
+
+    If the thread has not started yet, it frees the ring when it does.
+    """
+    cdef int spins = 0
+    if semidbm_exchange(&ring.started, ABANDONED) == NOT_STARTED:
+        return
+    semidbm_store_release(&ring.stop, True)
+    while not semidbm_load_acquire(&ring.finished):
+        pause_or_yield(&spins)
+    free(ring)
+
+
+# --- Applying the records to the table ---
+
+cdef uint64_t replay(Table* table, const char* data, uint64_t base,
+                     uint64_t position, uint64_t size, object path) except? 0:
+    """Apply the log's records from ``position`` to ``size`` to ``table``.
+
+    ``data`` holds the file from offset ``base`` to ``size``: the
+    mapping (``base`` 0), or a copy. Returns where parsing stopped:
+    ``size``, or the start of an incomplete last record; a corrupt
+    record raises DBMLoadError (naming ``path``). Keys are compared
+    through the table's Log: the mapping or, during a refresh, the
+    copy standing in for the buffer.
+    Records are parsed in blocks (``parse_block``), then applied
+    (``apply_block``). Parsing waits on the log's memory and the
+    updates on the table's, about as long each: when this process
+    may use another processor, a long log is parsed in a thread of
+    its own, blocks ahead of the updates (``apply_parsed``): here
+    until it has started, there until the end, or until it falls
+    behind. The table ends at the size that adding its keys one by
+    one gives (see ``table_fit``).
+    """
+    cdef LogParser parser
+    cdef Parsed block[REPLAY_BLOCK]
+    cdef size_t parsed = REPLAY_BLOCK
+    cdef ParseRing* ring = NULL
+    cdef bint handed_over = False
+    parser.map = data
+    parser.base = base
+    parser.position = position - base
+    parser.size = size - base
+    parser.ahead = position - base
+    parser.corrupt = False
+    if threaded_replay and size - position >= THREADED_REPLAY_MIN:
+        ring = start_parsing()
+    try:
+        while parsed == REPLAY_BLOCK:
+            if ring != NULL and not handed_over and semidbm_load_acquire(&ring.started):
+                ring.parser = parser
+                semidbm_store_release(&ring.handed_over, True)
+                handed_over = True
+                parsed = apply_parsed(table, ring, &parser)
+            else:
+                parsed = parse_block(&parser, block)
+                apply_block(table, block, parsed, size)
+    finally:
+        if ring != NULL:
+            stop_parsing(ring)
+    if parser.corrupt:
+        raise DBMLoadError(
+            _messages.CORRUPT_RECORD
+            % (path, base + parser.position, parser.key_size, parser.value_size)
+        )
+    table_fit(table)
+    return base + parser.position
+
+
+cdef size_t apply_parsed(Table* table, ParseRing* ring,
+                         LogParser* parser) except? 0:
+    """Apply the blocks the parsing thread delivers, and advance ``parser`` past them.
+
+    Returns the size of the last block applied: less than
+    ``REPLAY_BLOCK`` if that was the end of the parse. Otherwise the
+    thread fell behind and was asked to stop: the caller parses the
+    rest, from ``parser``.
+    """
+    cdef uint64_t block = 0
+    cdef size_t parsed = REPLAY_BLOCK
+    while parsed == REPLAY_BLOCK:
+        if not wait_for_block(ring, block):
+            semidbm_store_release(&ring.stop, True)
+            break
+        parsed = ring.sizes[block % REPLAY_RING]
+        apply_block(table, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
+                    parser.base + parser.size)
+        parser[0] = ring.states[block % REPLAY_RING]
+        block += 1
+        semidbm_store_release(&ring.applied, block)
+    return parsed
+
+
+cdef int apply_block(Table* table, Parsed* block, size_t parsed,
+                     uint64_t size) except -1:
+    """Apply ``parsed`` records of the log, in order, to ``table``.
+
+    The slots of the next ``SLOT_PREFETCH`` records are requested
+    ahead, so that a large index costs no wait per record. ``size``
+    is where the log being replayed ends: a full table grows at once
+    to what the whole log is expected to need (see ``projected_keys``).
+    """
+    cdef size_t at
+    cdef Py_ssize_t slot
+    if table.capacity:
+        for at in range(parsed if parsed < SLOT_PREFETCH else SLOT_PREFETCH):
+            table_prefetch(table, block[at].hash)
+    for at in range(parsed):
+        if at + SLOT_PREFETCH < parsed and table.capacity:
+            table_prefetch(table, block[at + SLOT_PREFETCH].hash)
+        slot = table_find_record(table, block[at].offset, block[at].hash)
+        if slot >= 0:
+            if block[at].deleted:
+                table_remove(table, slot)
+            else:
+                table.slots[slot].offset = block[at].offset
+        elif not block[at].deleted:
+            if table_has_room(table, 0):
+                table_place(table, -1 - slot, block[at].hash, block[at].offset)
+            else:
+                table_grow(table, projected_keys(table, block[at].offset, size))
+                table_insert(table, block[at].hash, block[at].offset)
+    return 0
+
+
+cdef double projected_keys(const Table* table, uint64_t done, uint64_t size) noexcept nogil:
+    """The keys to make room for when the rebuild, ``done`` bytes into a log of ``size``, fills
+    the table.
+
+    Doubling at each fill would move every key once more on average.
+    Instead, once the rebuild has read ``1 / PROJECTION_SAMPLE`` of
+    the log, the keys so far are scaled up by the log's size over
+    the bytes read, and the table grows at once to the capacity for
+    that many (``table_grow``). A log whose later records are smaller than its early
+    ones just grows again; one whose later records are larger (or
+    that deletes or overwrites keys) may end with a table too large,
+    at most ``PROJECTION_SAMPLE`` times what its keys need, which
+    ``table_fit`` then shrinks.
+    """
+    cdef double expected = table.count + 1
+    cdef double projected
+    if done > HEADER_SIZE and done - HEADER_SIZE >= (size - HEADER_SIZE) / PROJECTION_SAMPLE:
+        projected = (<double>table.count * <double>(size - HEADER_SIZE)
+                     / <double>(done - HEADER_SIZE))
+        if projected > expected:
+            expected = projected
+    return expected

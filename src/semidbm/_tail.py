@@ -1,0 +1,124 @@
+"""Torn tails: what opening does with bytes after the last complete record of the log.
+
+Both kernels call :func:`settle_tail` when their replay at open stops
+before the end of the file and no writer is at work (a writer's record
+in progress is no tail); the API layer warns of the tail it reports
+(docs/FORMAT.md, "Torn tails").
+"""
+
+import os
+import re
+
+from . import _files, _messages
+from ._records import checksum_matches, walk
+from .errors import DBMLoadError
+from .format import CHECKSUM_SIZE, LENGTHS_SIZE, TORN_PREFIX, torn_tail_limit
+
+#: How far back from the end of the file ``log_goes_on`` looks for a last record.
+LAST_RECORD_SEARCH = 1 << 20
+_ZERO_RUNS = re.compile(b"\\0+")
+#: The size of a record with neither key nor value bytes.
+_EMPTY_RECORD = LENGTHS_SIZE + CHECKSUM_SIZE
+
+
+def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
+    """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
+
+    The tail is torn, and left out, when it is no longer than one write
+    buffer, or when the file ends inside the tail's one record (a record
+    larger than the buffer is written straight to the file, so a killed
+    writer can leave any part of it). A writer cuts a torn tail off at
+    once, keeping its bytes beside the data file. A longer tail after
+    which a complete record ends the file means a damaged length inside
+    the log: DBMLoadError, unless ``recover``.
+
+    Returns None when there is no tail, else ``(end, size - end)``: where
+    the torn tail left out starts and its length, for the API layer's
+    TornTailWarning. If the cut fails, the DBMError raised carries that
+    pair as ``torn_tail``, so the warning still says what was found.
+    """
+    if end == size:
+        return None
+    path = directory.data_path
+    tail = size - end
+    if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size, path):
+        raise DBMLoadError(_messages.DAMAGED_LENGTH % (path, tail, end, TORN_PREFIX, end))
+    if writable:
+        try:
+            cut_torn_tail(fd, directory, end)
+        except OSError as exc:
+            error = _files.os_error(exc, "cannot cut the torn tail of %s" % path)
+            error.torn_tail = (end, tail)
+            raise error from None
+    return end, tail
+
+
+def log_goes_on(fd, start, size, path):
+    """True if a complete record with a valid checksum ends exactly at the end of the file.
+
+    The unreadable tail from ``start`` is one record that claims to
+    reach past the end of the file. If a write was cut short, the file
+    ends inside that record; if instead its length field was damaged,
+    the records written after it are still there and the last of them
+    ends where the file ends. Only the last ``LAST_RECORD_SEARCH`` bytes
+    are searched, and a record with neither key nor value bytes (its
+    checksum is 0, and any run of zero bytes reads as such records) is
+    no evidence. ``path`` is the data file's.
+    """
+    first = max(start + 1, size - LAST_RECORD_SEARCH)
+    data = _files.read_at(fd, size - first, first)
+    for run in _ZERO_RUNS.finditer(data, 0, len(data) - _EMPTY_RECORD + 1):
+        # A key length below 2**24 starts with a zero byte; from eight zero
+        # bytes on, lengths read (0, 0): only a run's last bytes can start one.
+        for position in range(max(run.start(), run.end() - LENGTHS_SIZE), run.end()):
+            if _ends_with_a_record_from(data, position, path):
+                return True
+    return False
+
+
+def _ends_with_a_record_from(data, position, path):
+    """True if ``data`` ends with a record from ``position`` that is evidence (``log_goes_on``)."""
+    try:
+        record = next(walk(data, position, path), None)
+    except DBMLoadError:
+        return False  # no record has such lengths
+    if record is None:
+        return False  # the record there runs past the end
+    _, key, value_start, _, end = record
+    return (
+        end == len(data)
+        and end - position > _EMPTY_RECORD
+        and checksum_matches(data, key, value_start, end)
+    )
+
+
+def cut_torn_tail(fd, directory, offset):
+    """Cut the data file (open as ``fd``) back to ``offset``, keeping the cut bytes.
+
+    The bytes from ``offset`` to the end go to ``data.torn-OFFSET`` in the
+    database's ``directory`` (``.1``, ``.2`` ... added if that name is
+    taken), flushed to disk before the data file is truncated, so a wrong
+    guess about what is torn never destroys anything; if they cannot be
+    kept, nothing is cut. Returns the name of the kept file.
+    """
+    end = os.fstat(fd).st_size
+    keep_fd, keep_name = directory.create_unused("%s%d" % (TORN_PREFIX, offset))
+    try:
+        try:
+            position = offset
+            while position < end:
+                chunk = _files.read_at(fd, min(end - position, 1 << 20), position)
+                if not chunk:
+                    break
+                _files.write_all(keep_fd, chunk)
+                position += len(chunk)
+            os.fsync(keep_fd)
+        finally:
+            os.close(keep_fd)
+    except BaseException:
+        directory.discard(keep_name)  # a partial copy (the disk is full, say) keeps nothing
+        raise
+    directory.fsync()
+    os.ftruncate(fd, offset)
+    os.fsync(fd)
+    return keep_name

@@ -1,0 +1,40 @@
+"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format``.
+
+C wants them as constants at compile time, so ``_core.pyx`` states them
+again (its ``cdef enum``). ``_core._format_constants()`` returns them as
+compiled, and each is checked here against ``semidbm.format``: a change
+to either side alone fails. The settings the kernel follows
+(``_settings``) are not copied: it reads them from ``_settings`` at import.
+"""
+
+import pytest
+
+import semidbm.format
+from semidbm import _kernel
+
+from .conftest import compiled_only
+
+pytestmark = compiled_only
+
+#: What each of the compiled kernel's constants must be.
+EXPECTED = {
+    "HEADER_SIZE": semidbm.format.HEADER_SIZE,
+    "LENGTHS_SIZE": semidbm.format.LENGTHS_SIZE,
+    "CHECKSUM_SIZE": semidbm.format.CHECKSUM_SIZE,
+    "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
+    "DELETED": semidbm.format.DELETED,
+}
+
+
+def compiled_constants():
+    """The constants of the compiled kernel, by name."""
+    return _kernel.load("cython")._format_constants()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_constant_is_the_formats(name):
+    assert compiled_constants()[name] == EXPECTED[name]
+
+
+def test_every_constant_is_checked():
+    assert sorted(compiled_constants()) == sorted(EXPECTED)
