@@ -5,7 +5,7 @@ not have (3.14 and 3.15). Debian's unstable release has them: noxfile.py
 makes a minimal unstable system with ``debootstrap`` in the folder
 ``.debian-unstable`` (ignored by git; about 750 MB, under a minute to
 make) and runs the tests there under ``chroot``, as root, with the
-checkout mounted at ``/srv/semidbm``.
+checkout mounted at its own path (so that paths agree inside and out).
 
 Each command runs in a private mount namespace: ``unshare --mount`` runs
 this module with the command as arguments, and it mounts ``/proc``, a
@@ -54,8 +54,10 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 #: snapshot serves one past its date, which apt refuses unless told.
 APT_SETTINGS = 'Acquire::Check-Valid-Until "false";\n'
 
-#: Where the checkout appears inside the folder.
-CHECKOUT = "/srv/semidbm"
+#: Where the checkout appears inside the folder: at its own path, so that a
+#: path means the same inside and out (and the suite's check for machine
+#: paths in tracked files sees the checkout's real path).
+CHECKOUT = str(ROOT)
 
 #: pip's configuration files on this machine (a user's go to root's home in
 #: the folder, since root runs the commands there).
