@@ -290,7 +290,9 @@ class Harness:
         """Kill ``child`` at a random moment: during startup, anywhere, or in a compaction."""
         roll = self.rng.random()
         if roll < 0.15:
-            time.sleep(self.rng.uniform(0, 0.15))
+            # Within the child's start (an interpreter takes longer than this
+            # to start and import), so that these kills land in the open.
+            time.sleep(self.rng.uniform(0, 0.05))
         elif child.stdout.readline() == b"ready\n":
             if aim and child.stdout.readline() == b"compacting\n":
                 time.sleep(self.rng.uniform(0, 1.5 * self.compaction_seconds))
