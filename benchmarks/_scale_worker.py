@@ -3,7 +3,9 @@
 ::
 
     python benchmarks/_scale_worker.py load CONTENDER --records N --path P [--seconds S]
-    python benchmarks/_scale_worker.py reopen --records N --path P --reads R --seed S [--cold]
+    python benchmarks/_scale_worker.py open --records N --path P --mode r|w --seed S [--cold]
+    python benchmarks/_scale_worker.py read --records N --path P --reads R --seed S [--go-fd FD]
+    python benchmarks/_scale_worker.py write --records N --path P --seed S
     python benchmarks/_scale_worker.py compact --records N --path P
 
 ``load`` fills a new db of CONTENDER (``semidbm`` or ``dbm.gnu``) with
@@ -16,26 +18,47 @@ far, the records per second within that doubling (per second of wall
 time, and per second of this process's CPU time, which other work on a
 shared machine disturbs less), the process's
 anonymous resident memory above what it held with the empty db open,
-and the size of the data file. Then it times ``close()`` (a flush and
-fsync for semidbm). With ``--seconds``, loading stops once that much
-load time has passed (checked after each chunk) and the partial
-doubling is noted as such.
+and the size of the data file. Then it times ``close()`` (for semidbm a
+flush and fsync, and the writing of the index file), and gives the
+index file's size (none if the kernel wrote none). With ``--seconds``,
+loading stops once that much load time has passed (checked after each
+chunk) and the partial doubling is noted as such.
 
-``reopen --cold`` only drops the data file from the page cache
-(``posix_fadvise(DONTNEED)``: its own pages only, all clean after the
-load's fsync) and times a reopen that reads it from the disk. Without
-it, ``reopen`` makes R random keys (seeded), takes the anonymous resident
-memory as its baseline, then times ``semidbm.open(P, "r")``, ``len()``
-and one lookup (the index is rebuilt on open, eagerly), reads the
-memory again, times reading the R keys in a plain loop, and checks the
-length and a sample of values against ``number_words``.
+``open`` times what a program does first with a filled semidbm db:
+``semidbm.open(P, MODE)``, ``len()`` and one lookup (of a key drawn
+with the seed), and reads how much the anonymous memory grew with it
+("Anonymous:" of ``/proc/self/smaps_rollup``: the private memory the
+open took, leaving out the pages of a mapped index, which the page cache
+holds and every process shares). With ``--cold``, every file of the db
+(``data`` and ``index``) is first dropped from the page cache
+(``_pagecache``), and how much of each the cache held is read before
+the open and after it (what the open read from the disk).
 
-``compact`` opens the db for writing (timed: the index is rebuilt),
+``read`` is one reader's random reads: it draws R keys with the seed and
+makes the words expected for each, then times ``open(P, "r")``, ``len()``
+and a first lookup, and then the R reads in a plain loop that compares
+every answer with the expected words (an error if any differs). With
+``--go-fd``, it prints ``ready`` once the keys are made and waits until
+the file descriptor FD reads as ended before it opens the db: the
+parent starts several readers at the same moment that way. It notes
+the time (``CLOCK_MONOTONIC``, shared by all processes) when its reads
+begin and after every 4,096 of them, so that the parent can tell how
+they overlapped and how many each did while all were reading.
+
+``write`` times ``open(P, "w")``, one set and ``close()``: a key drawn with
+the seed is set to its own words again, so the data set stays the same
+(one dead record more). It notes whether the close wrote a new index
+file (the index's inode changed) and checks that the data file grew by
+exactly the one record.
+
+``compact`` opens the db for writing (timed),
 then times ``compact()`` with a progress callback that samples the
 anonymous resident memory at every call, to show that the copy streams
-in bounded memory; then checks the length and a sample of values.
+in bounded memory; then checks the length and a sample of values, and
+gives the index file's size after.
 
-Each prints one JSON object on stdout; progress goes to stderr.
+Each prints one JSON object on stdout (after ``ready`` with ``--go-fd``);
+progress goes to stderr.
 """
 
 import argparse
@@ -44,9 +67,11 @@ import json
 import os
 import random
 import sys
+import time
 from time import perf_counter, process_time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _pagecache  # noqa: E402
 from number_words import number_words, words_block  # noqa: E402
 
 #: The first doubling reported.
@@ -55,8 +80,15 @@ FIRST_MARK = 1 << 17
 #: objects) that every chunk is read from the CPU's cache alike, whatever
 #: the doubling, and that the time limit is checked often.
 CHUNK = 1 << 16
-#: Values checked after a reopen.
+#: Values checked after a compaction.
 SAMPLE_SIZE = 1000
+#: Reads between two notes of the time in a reader (a few milliseconds): the
+#: parent interpolates between the notes to tell how many reads each reader
+#: did while all were reading. A clock call per 4,096 reads costs nothing
+#: that shows.
+READ_CHUNK = 1 << 12
+#: The bytes of a put record beside its key and value: two lengths and a CRC (docs/FORMAT.md).
+RECORD_OVERHEAD = 12
 
 
 def anonymous_memory(collect=True):
@@ -70,6 +102,28 @@ def anonymous_memory(collect=True):
     sys.exit("no RssAnon in /proc/self/status (the scale benchmark needs Linux)")
 
 
+def mapped_memory():
+    """Return this process's "Anonymous" and "Rss" bytes from smaps_rollup, after a collection.
+
+    "Anonymous" is the private memory (a rebuilt index, or a table of the
+    log past the index); "Rss" adds the file pages mapped and resident,
+    such as those of a mapped index file.
+    """
+    gc.collect()
+    found = {}
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            for line in rollup:
+                name, _, rest = line.partition(":")
+                if name in ("Anonymous", "Rss"):
+                    found[name] = int(rest.split()[0]) * 1024
+    except OSError:
+        pass
+    if len(found) != 2:
+        sys.exit("no Anonymous and Rss in /proc/self/smaps_rollup (Linux 4.14 or later needed)")
+    return found["Anonymous"], found["Rss"]
+
+
 def marks(count):
     """The record counts reported: 2**17, 2**18, ... below ``count``, then ``count``."""
     mark = FIRST_MARK
@@ -77,6 +131,20 @@ def marks(count):
         yield mark
         mark *= 2
     yield count
+
+
+def index_size(path):
+    """Return the size of the semidbm db's index file, or None if it has none."""
+    try:
+        return os.stat(os.path.join(path, "index")).st_size
+    except FileNotFoundError:
+        return None
+
+
+def cache_state(path):
+    """Return [bytes in the page cache, size] of the db's ``data`` and ``index`` (None: no file)."""
+    state = _pagecache.cache_state(path)
+    return {name: state.get(name) for name in ("data", "index")}
 
 
 def open_new(contender, path):
@@ -138,75 +206,139 @@ def load(contender, count, path, seconds_limit):
     began = perf_counter()
     db.close()
     close_seconds = perf_counter() - began
-    return {"rows": rows, "close_seconds": close_seconds, "file_bytes": os.stat(data_path).st_size}
+    return {
+        "rows": rows,
+        "close_seconds": close_seconds,
+        "file_bytes": os.stat(data_path).st_size,
+        "index_bytes": index_size(path) if contender == "semidbm" else None,
+    }
 
 
-def timed_reopen(path, last):
-    """Open the semidbm db at ``path`` read-only, take its length and look up ``last``.
+def expect(condition, message):
+    """Exit with ``message`` unless ``condition`` holds: a wrong answer fails the benchmark."""
+    if not condition:
+        sys.exit(message)
 
-    Returns the db, its length, the value and the seconds taken.
-    """
+
+def open_db(count, path, mode, seed, cold):
+    """Time a fresh process's open, ``len()`` and first lookup of the db (see above)."""
     import semidbm
 
-    began = perf_counter()
-    db = semidbm.open(path, "r")
-    length = len(db)
-    value = db[last]
-    return db, length, value, perf_counter() - began
-
-
-def drop_from_page_cache(path):
-    """Ask the kernel to forget the cached pages of the file ``path``."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def reopen(count, path, reads, seed, cold):
-    """Time the reopen and random reads of a filled semidbm db (see above)."""
-    import semidbm
-
-    last = b"%d" % (count - 1)
+    number = random.Random(seed).randrange(count)
+    key = b"%d" % number
+    before = None
     if cold:
-        drop_from_page_cache(os.path.join(path, "data"))
-        db, length, _, seconds = timed_reopen(path, last)
-        db.close()
-        if length != count:
-            sys.exit("the reopened db has %d keys, expected %d" % (length, count))
-        return {"seconds": seconds}
+        _pagecache.drop(path)
+        before = cache_state(path)
+    baseline, baseline_rss = mapped_memory()
+    began = perf_counter()
+    db = semidbm.open(path, mode)
+    length = len(db)
+    value = db[key]
+    seconds = perf_counter() - began
+    anonymous, rss = mapped_memory()
+    after = cache_state(path) if cold else None
+    db.close()
+    expect(length == count, "the reopened db has %d keys, expected %d" % (length, count))
+    expect(value == number_words(number).encode("ascii"), "wrong value for key %r" % key)
+    return {
+        "mode": mode,
+        "seconds": seconds,
+        "anonymous_bytes": anonymous - baseline,
+        "rss_bytes": rss - baseline_rss,
+        "cache_before": before,
+        "cache_after": after,
+        "implementation": semidbm.implementation,
+    }
+
+
+def read(count, path, reads, seed, go_fd):
+    """One reader's timed open and ``reads`` random reads, every answer checked (see above)."""
+    import semidbm
+
     rng = random.Random(seed)
     numbers = [rng.randrange(count) for _ in range(reads)]
     keys = [b"%d" % number for number in numbers]
-    baseline = anonymous_memory()
-    db, length, value, seconds = timed_reopen(path, last)
-    index_bytes = anonymous_memory() - baseline
+    expected = [number_words(number).encode("ascii") for number in numbers]
+    chunks = [
+        (keys[start : start + READ_CHUNK], expected[start : start + READ_CHUNK])
+        for start in range(0, reads, READ_CHUNK)
+    ]
+    del numbers
+    # Collected now, the objects made above set off no collection inside the timed open
+    # (one that did took 6 ms where the open takes 0.3).
+    gc.collect()
+    if go_fd is not None:
+        print("ready", flush=True)
+        os.read(go_fd, 1)  # returns once the parent has closed its end of the pipe
+        os.close(go_fd)
     began = perf_counter()
-    for key in keys:
-        db[key]
-    read_seconds = perf_counter() - began
-    if length != count:
-        sys.exit("the reopened db has %d keys, expected %d" % (length, count))
-    if value != number_words(count - 1).encode("ascii"):
-        sys.exit("wrong value for key %r" % last)
-    check_sample(db, numbers[:SAMPLE_SIZE])
+    db = semidbm.open(path, "r")
+    length = len(db)
+    first = db[keys[0]]
+    open_seconds = perf_counter() - began
+    opened, _ = mapped_memory()  # a reader's own memory is measured by ``open``
+    wrong = 0
+    done = 0
+    stamps = [[time.clock_gettime(time.CLOCK_MONOTONIC), 0]]
+    began, began_cpu = perf_counter(), process_time()
+    for chunk_keys, chunk_expected in chunks:
+        for key, value in zip(chunk_keys, chunk_expected):
+            if db[key] != value:
+                wrong += 1
+        done += len(chunk_keys)
+        stamps.append([time.clock_gettime(time.CLOCK_MONOTONIC), done])
+    seconds, cpu = perf_counter() - began, process_time() - began_cpu
+    read_memory, _ = mapped_memory()
     db.close()
+    expect(length == count, "the reopened db has %d keys, expected %d" % (length, count))
+    expect(first == expected[0], "wrong value for key %r" % keys[0])
+    expect(not wrong, "%d of %d random reads gave a wrong value" % (wrong, reads))
+    return {
+        "open_seconds": open_seconds,
+        "reads": reads,
+        "seconds": seconds,
+        "reads_per_second": reads / seconds,
+        "reads_per_cpu_second": reads / max(cpu, 1e-9),
+        "stamps": stamps,
+        "read_anonymous_bytes": read_memory - opened,
+        "anonymous_total": read_memory,
+    }
+
+
+def write(count, path, seed):
+    """Time a fresh process's ``open(P, "w")``, one set and ``close()`` (see above)."""
+    import semidbm
+
+    number = random.Random(seed).randrange(count)
+    key = b"%d" % number
+    value = number_words(number).encode("ascii")
+    data_path = os.path.join(path, "data")
+    index_path = os.path.join(path, "index")
+    index_before = os.stat(index_path).st_ino if os.path.exists(index_path) else None
+    size_before = os.stat(data_path).st_size
+    began = perf_counter()
+    db = semidbm.open(path, "w")
+    db[key] = value
+    db.close()
+    seconds = perf_counter() - began
+    index_after = os.stat(index_path).st_ino if os.path.exists(index_path) else None
+    appended = os.stat(data_path).st_size - size_before
+    record = RECORD_OVERHEAD + len(key) + len(value)
+    expect(appended == record, "the set appended %d bytes, not a record of %d" % (appended, record))
     return {
         "seconds": seconds,
-        "count": length,
-        "index_bytes": index_bytes,
-        "reads": reads,
-        "reads_per_second": reads / read_seconds,
-        "implementation": semidbm.implementation,
+        "index_rewritten": index_after is not None and index_after != index_before,
     }
 
 
 def check_sample(db, numbers):
     """Exit with an error unless ``db`` holds the words of each of ``numbers``."""
     for number in numbers:
-        if db[b"%d" % number] != number_words(number).encode("ascii"):
-            sys.exit("wrong value for key %d" % number)
+        expect(
+            db[b"%d" % number] == number_words(number).encode("ascii"),
+            "wrong value for key %d" % number,
+        )
 
 
 def compact(count, path):
@@ -232,8 +364,7 @@ def compact(count, path):
     began = perf_counter()
     db.compact(progress=progress)
     seconds = perf_counter() - began
-    if len(db) != count:
-        sys.exit("the compacted db has %d keys, expected %d" % (len(db), count))
+    expect(len(db) == count, "the compacted db has %d keys, expected %d" % (len(db), count))
     check_sample(db, random.Random(1).sample(range(count), min(count, SAMPLE_SIZE)))
     db.close()
     return {
@@ -243,26 +374,33 @@ def compact(count, path):
         "peak_copy_bytes": peak - baseline,
         "file_bytes_before": size_before,
         "file_bytes_after": os.stat(data_path).st_size,
+        "index_bytes_after": index_size(path),
     }
 
 
 def main():
     parser = argparse.ArgumentParser(description="One phase of the scale benchmark.")
-    parser.add_argument("phase", choices=["load", "reopen", "compact"])
+    parser.add_argument("phase", choices=["load", "open", "read", "write", "compact"])
     parser.add_argument("contender", nargs="?", choices=["semidbm", "dbm.gnu"])
     parser.add_argument("--records", type=int, required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--seconds", type=float, default=0, help="load time limit (0: none)")
+    parser.add_argument("--mode", choices=["r", "w"], default="r", help="open's mode")
     parser.add_argument("--reads", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cold", action="store_true", help="also reopen from the disk first")
+    parser.add_argument("--cold", action="store_true", help="open with the db out of the cache")
+    parser.add_argument("--go-fd", type=int, help="read: wait for this descriptor to end")
     args = parser.parse_args()
     if args.phase == "load":
         if args.contender is None:
             parser.error("load needs a contender")
         result = load(args.contender, args.records, args.path, args.seconds)
-    elif args.phase == "reopen":
-        result = reopen(args.records, args.path, args.reads, args.seed, args.cold)
+    elif args.phase == "open":
+        result = open_db(args.records, args.path, args.mode, args.seed, args.cold)
+    elif args.phase == "read":
+        result = read(args.records, args.path, args.reads, args.seed, args.go_fd)
+    elif args.phase == "write":
+        result = write(args.records, args.path, args.seed)
     else:
         result = compact(args.records, args.path)
     print(json.dumps(result))

@@ -19,8 +19,8 @@ in this order:
   fill_sequential wrote, take its length and look up one key;
 - read_cold: evict the db's files from the page cache (``_pagecache``),
   then open it and read every key in the order it was written; the open
-  is timed too, since semidbm's open reads the whole log to build its
-  index (the others read their files lazily);
+  is timed too, since semidbm's open reads its index file, or without
+  one the whole log (the others read their files lazily);
 - read_sequential: reopen, read every key in the order it was written;
 - read_random: read every key in a shuffled order;
 - read_hot: read keys drawn from a random 1% of them, as many reads as keys;

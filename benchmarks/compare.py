@@ -615,8 +615,8 @@ def reopen_sections(results, repeat):
         "",
         "read_cold evicts the db's files from the page cache (`posix_fadvise` "
         "`POSIX_FADV_DONTNEED`, after an fsync) and then times the open and a read of "
-        "every key in the order written: semidbm's open reads the whole log to build "
-        "its index, so leaving the open out would favour it.",
+        "every key in the order written: semidbm's open reads its index file (or, "
+        "without one, the whole log), so leaving the open out would favour it.",
         "",
     ]
 

@@ -85,6 +85,18 @@ def checkout(commit, place):
     return os.path.join(place, "src")
 
 
+def remove_worktrees(place):
+    """Remove the worktrees ``checkout`` made in ``place`` (``old``, ``new``), and ``place``."""
+    for name in ("old", "new"):
+        if os.path.exists(os.path.join(place, name)):
+            subprocess.run(
+                ["git", "-C", REPOSITORY, "worktree", "remove", "--force",
+                 os.path.join(place, name)],
+                capture_output=True,
+            )
+    shutil.rmtree(place, ignore_errors=True)
+
+
 def instructions(source, workload, records):
     """Instructions callgrind counts for one run of ``workload`` with ``source`` imported."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -125,14 +137,7 @@ def main(argv=None):
                 source = checkout(getattr(args, name), os.path.join(place, name))
                 results[name] = measure(source, args.records, args.repeat)
         finally:
-            for name in ("old", "new"):
-                if os.path.exists(os.path.join(place, name)):
-                    subprocess.run(
-                        ["git", "-C", REPOSITORY, "worktree", "remove", "--force",
-                         os.path.join(place, name)],
-                        capture_output=True,
-                    )
-            shutil.rmtree(place, ignore_errors=True)
+            remove_worktrees(place)
     print("Instructions at %d records (%s -> %s), less the base run:" % (
         args.records, args.old, args.new))
     print("| workload | old | new | new / old |")

@@ -1,4 +1,4 @@
-"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format``.
+"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format`` and ``_index``.
 
 C wants them as constants at compile time, so ``_core.pyx`` states them
 again (its ``cdef enum``). ``_core._format_constants()`` returns them as
@@ -10,7 +10,7 @@ to either side alone fails. The settings the kernel follows
 import pytest
 
 import semidbm.format
-from semidbm import _kernel
+from semidbm import _index, _kernel
 
 from .conftest import compiled_only
 
@@ -23,6 +23,9 @@ EXPECTED = {
     "CHECKSUM_SIZE": semidbm.format.CHECKSUM_SIZE,
     "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
     "DELETED": semidbm.format.DELETED,
+    "INDEX_HEADER_SIZE": _index.HEADER_SIZE,
+    "BLOCK_SLOTS": _index.BLOCK_SLOTS,
+    "SLOT_SIZE": _index.SLOT_SIZE,
 }
 
 

@@ -16,11 +16,12 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import db
+from semidbm import _kernel, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
-from semidbm.format import COMPACT_NAME, HEADER
+from semidbm.format import COMPACT_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME
 
-from .conftest import kernel_name
+from . import index_support
+from .conftest import compiled_only, kernel_name
 from .harness import crash
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
@@ -194,3 +195,132 @@ def test_kill_while_creating_a_database(kernel, dbpath, step):
     assert contents(kernel, dbpath) == {b"a": b"1"}
     assert sorted(os.listdir(dbpath)) == ["data", "lock"]
     assert (dbpath / "data").read_bytes()[: len(HEADER)] == HEADER
+
+
+# --- the persistent index file (docs/FORMAT.md, "Writing an index") ---
+
+#: Kills of the harness's ``index`` workload in the suite.
+INDEX_KILLS = 24
+
+
+@posix_only
+@compiled_only
+def test_writer_killed_while_writing_indexes(tmp_path):
+    """Kills aimed at closes and compactions that write the index, checked against the log."""
+    harness = crash.Harness(tmp_path / "db", "cython", DEFAULT_BUFFER_SIZE, seed=11,
+                            workload="index")
+    try:
+        failures = harness.run(INDEX_KILLS)
+    finally:
+        harness.close()
+    assert failures == []
+    assert harness.counts["kills"] == INDEX_KILLS
+    for phase in ("close", "compact"):
+        assert harness.counts["kills during " + phase] > 0, (phase, harness.counts)
+    assert harness.counts["index after the kill"] > 0, harness.counts
+    assert harness.counts["opens that used the index"] > 0, harness.counts
+
+
+INDEX_CHILD = """
+from semidbm import _index
+from semidbm.format import INDEX_TEMP_NAME
+
+install = _index.install
+remove = _index.remove
+replace = _files.Directory.replace
+
+def fill(database, first, count):
+    for i in range(first, first + count):
+        database[b"k%d" % i] = b"v%d." % i * 30
+    for i in range(first, first + count, 7):
+        del database[b"k%d" % i]
+
+with db.open_with(kernel, path, "c") as database:
+    fill(database, 0, 20_000)          # past the bound: the close writes the first index
+database = db.open_with(kernel, path, "w")
+fill(database, 20_000, 20_000)         # past the bound again: the close writes the next index
+{trap}
+{action}                               # fsyncs the data, then writes the index
+os.kill(os.getpid(), signal.SIGKILL)   # in case the trap was not reached
+"""
+
+
+def index_child_model():
+    """What INDEX_CHILD writes."""
+    model = {}
+    for first in (0, 20_000):
+        model.update((b"k%d" % i, b"v%d." % i * 30) for i in range(first, first + 20_000))
+        for i in range(first, first + 20_000, 7):
+            del model[b"k%d" % i]
+    return model
+
+
+INDEX_TRAPS = {
+    # _index.install(directory, data_fd, header, write_body, ...): the body written
+    # to index.new, then its fsync, the rename, the directory's fsync.
+    "writing the slots": (
+        "_index.install = lambda d, fd, header, body, *more: install("
+        "d, fd, header, lambda out: (os.write(out, b'half a table'), die()), *more)"
+    ),
+    "before the fsync": (
+        "_index.install = lambda d, fd, header, body, *more: install("
+        "d, fd, header, lambda out: (body(out), die()), *more)"
+    ),
+    "before the rename": (
+        "_files.Directory.replace = lambda self, source, target: "
+        "die() if source == INDEX_TEMP_NAME else replace(self, source, target)"
+    ),
+    "after the rename": (
+        "_files.Directory.replace = lambda self, source, target: "
+        "(replace(self, source, target), source == INDEX_TEMP_NAME and die())"
+    ),
+    "compaction, the old index removed": (
+        "_index.remove = lambda directory: (remove(directory), die())"
+    ),
+}
+
+
+@posix_only
+@compiled_only
+@pytest.mark.parametrize(
+    "step, action",
+    [
+        (step, action)
+        for step in sorted(INDEX_TRAPS)
+        for action in ("close", "compact")
+        # Only a compaction removes the index.
+        if not (step == "compaction, the old index removed" and action == "close")
+    ],
+)
+def test_kill_while_writing_an_index(dbpath, step, action):
+    """A crash leaves the old index or the new one, each valid; a leftover index.new is inert."""
+    kernel = _kernel.load("cython")
+    pure = _kernel.load("python")
+    data_sync = "database.close()" if action == "close" else "database.compact()"
+    trap = INDEX_TRAPS[step]
+    run_child(kernel, dbpath, INDEX_CHILD.format(trap=trap, action=data_sync))
+    expected = index_child_model()
+    names = sorted(os.listdir(dbpath))
+    if step in ("writing the slots", "before the fsync", "before the rename"):
+        assert INDEX_TEMP_NAME in names, names
+        leftover = (dbpath / INDEX_TEMP_NAME).read_bytes()
+    else:
+        assert INDEX_TEMP_NAME not in names, names
+        leftover = None
+    data = (dbpath / "data").read_bytes()
+    if INDEX_NAME in names:
+        assert index_support.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
+    else:
+        assert action == "compact", "a close never removes the index"
+    for reader in (kernel, pure):
+        assert contents(reader, dbpath) == expected
+    if leftover is not None:
+        assert (dbpath / INDEX_TEMP_NAME).read_bytes() == leftover, "a reader changes nothing"
+    with db.open_with(kernel, dbpath, "w") as database:
+        assert not (dbpath / INDEX_TEMP_NAME).exists(), "the writer removes the leftover"
+        assert dict(database.items()) == expected
+    data = (dbpath / "data").read_bytes()
+    assert index_support.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
+    with db.open_with(kernel, dbpath, "r") as database:
+        assert database.index_covered == len(data)
+        assert dict(database.items()) == expected

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import semidbm
 from semidbm import _kernel, db
-from semidbm.format import HEADER
+from semidbm.format import HEADER, INDEX_NAME
 
 from .conftest import IMPLEMENTATIONS, compiled_only
 
@@ -43,9 +43,9 @@ operations = st.lists(
 
 
 def directory_contents(path):
-    """Every file in the database directory and its bytes."""
+    """Every file in the database directory and its bytes, but the compiled kernel's index file."""
     contents = {}
-    for name in sorted(os.listdir(path)):
+    for name in sorted(set(os.listdir(path)) - {INDEX_NAME}):
         with open(os.path.join(path, name), "rb") as handle:
             contents[name] = handle.read()
     return contents
@@ -314,6 +314,8 @@ if action == "fill":
             for i in range(10_000, 200_000):
                 del db[b"%0*d" % (key_size, i)]
     sys.exit(0)
+if action == "rebuild" and os.path.exists(os.path.join(path, "index")):
+    os.remove(os.path.join(path, "index"))  # what opening without an index file keeps
 # Reopen in a fresh process: nothing the fill allocated is counted.
 gc.collect()
 before = anonymous_resident()
@@ -325,10 +327,14 @@ print((anonymous_resident() - before) / count)
 """
 
 
-def index_bytes_per_key(directory, layout, key_size):
-    """Index bytes per key of a db filled with ``layout`` in one process, reopened in another."""
+def index_bytes_per_key(directory, layout, key_size, reopen="rebuild"):
+    """Private index bytes a key of a db filled with ``layout`` in one process, reopened in another.
+
+    ``reopen`` is ``"rebuild"`` (the index file removed first: the log is
+    replayed into private memory) or ``"mapped"`` (the index file kept).
+    """
     env = {k: v for k, v in os.environ.items() if k != "SEMIDBM_PURE_PYTHON"}
-    for action in ("fill", "reopen"):
+    for action in ("fill", reopen):
         result = subprocess.run(
             [sys.executable, "-c", MEMORY_SCRIPT, str(directory / "db"), layout,
              str(key_size), action],
@@ -357,3 +363,12 @@ def test_compiled_index_fits_its_keys_after_a_misleading_log(tmp_path, layout):
     # the keys the log ends with; the table must still end at their size.
     per_key = index_bytes_per_key(tmp_path, layout, 16)
     assert 0 < per_key <= 32, per_key
+
+
+@compiled_only
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_compiled_reader_maps_the_index_file_instead_of_copying_it(tmp_path):
+    # 2,000,000 keys: the rebuild above keeps 16 to 32 bytes a key.
+    per_key = index_bytes_per_key(tmp_path, "sequential", 16, reopen="mapped")
+    assert os.path.exists(tmp_path / "db" / "index")
+    assert per_key < 1, per_key

@@ -12,16 +12,22 @@ cdef enum:
     CHECKSUM_SIZE = 4
     RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
     DELETED = -1
+    # The index file's, as ``_index`` has them.
+    INDEX_HEADER_SIZE = 4096
+    BLOCK_SLOTS = 1024
 
 
 def _format_constants():
-    """The format's sizes this module was compiled with, by the names ``format`` gives them."""
+    """The format's sizes this module was compiled with, named as ``format`` and ``_index`` do."""
     return {
         "HEADER_SIZE": HEADER_SIZE,
         "LENGTHS_SIZE": LENGTHS_SIZE,
         "CHECKSUM_SIZE": CHECKSUM_SIZE,
         "RECORD_OVERHEAD": RECORD_OVERHEAD,
         "DELETED": DELETED,
+        "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
+        "BLOCK_SLOTS": BLOCK_SLOTS,
+        "SLOT_SIZE": sizeof(Slot),
     }
 
 

@@ -3,13 +3,14 @@
 A kernel writes its live records into a copy beside the data file
 (:func:`write_compacted`), flushed to disk, then renames the copy over
 the data file (:func:`install_compacted`): a crash leaves either the old
-file or the new one, whole. Which records are live, and how they are
+file or the new one, whole. The index file describes the old log, so it
+is removed before the rename. Which records are live, and how they are
 copied, is the kernel's own.
 """
 
 import os
 
-from . import _files
+from . import _files, _index
 from .errors import DBMError
 from .format import COMPACT_NAME, DATA_NAME, HEADER
 
@@ -23,11 +24,8 @@ def write_compacted(directory, fd, write_records):
     On failure the copy is removed and the error raised as a DBMError.
     """
     try:
-        mode = os.fstat(fd).st_mode & 0o7777
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _files.BINARY
-        out = directory.open(COMPACT_NAME, flags, mode)
+        out = directory.create_like(COMPACT_NAME, fd)
         try:
-            directory.chmod(out, COMPACT_NAME, mode)
             _files.write_all(out, HEADER)
             result = write_records(out)
             os.fsync(out)
@@ -42,17 +40,20 @@ def write_compacted(directory, fd, write_records):
 
 
 def install_compacted(directory):
-    """Rename the compacted copy over the data file, then flush the directory.
+    """Remove the index, rename the compacted copy over the data file, then flush the directory.
 
-    The caller has closed the data file first: Windows cannot rename over
-    a file that is open, and so refuses while any other process (a
-    reader) has it open; the copy is then removed and the data file left
-    as it was. Returns ``(replaced, failure)``: whether the rename
-    happened, and the DBMError to raise once the caller has reopened the
-    data file, or None.
+    No index outlives the log it describes (docs/FORMAT.md, "Writing an
+    index"): one that cannot be removed fails the compaction as a refused
+    rename does. The caller has closed the data file first: Windows
+    cannot rename over a file that is open, and so refuses while any
+    other process (a reader) has it open; the copy is then removed and
+    the data file left as it was. Returns ``(replaced, failure)``:
+    whether the rename happened, and the DBMError to raise once the
+    caller has reopened the data file, or None.
     """
     replaced = False
     try:
+        _index.remove(directory)
         directory.replace(COMPACT_NAME, DATA_NAME)
         replaced = True
         directory.fsync()

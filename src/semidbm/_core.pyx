@@ -48,8 +48,15 @@ from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 from posix.types cimport pid_t
 
-from . import _compaction, _files, _messages, _tail
-from ._settings import COMPACT_CHUNK as _COMPACT_CHUNK, PROGRESS_STEP as _PROGRESS_STEP
+import sys
+
+from . import _compaction, _files, _index, _messages, _tail
+from ._settings import (
+    COMPACT_CHUNK as _COMPACT_CHUNK,
+    INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
+    PROGRESS_STEP as _PROGRESS_STEP,
+    index_due,
+)
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import MAX_LENGTH as _MAX_LENGTH, check_header
 
@@ -70,6 +77,7 @@ cdef str SHRANK = _messages.SHRANK
 
 include "_bytes.pxi"
 include "_table.pxi"
+include "_index.pxi"
 include "_replay.pxi"
 
 
@@ -103,15 +111,23 @@ cdef class Store:
     cdef Py_ssize_t buffer_size
     # A flush failed: the file may hold a first part of the buffer.
     cdef bint unsettled
-    # The index; it reads the keys of its records through log.
-    cdef Table table
+    # The keys: the mapped index file and the private table; both read
+    # the keys of their records through log.
+    cdef Index index
+    # The index file's identity (_index.identity) when it was mapped, or None.
+    cdef object index_identity
+    # The end of the log the last index file written or mapped covers.
+    cdef uint64_t index_written
 
     def __cinit__(self):
         self.fd = -1
         self.log.map = NULL
         self.log.buffer = NULL
-        self.table.slots = NULL
-        self.table.log = &self.log
+        self.index.table.slots = NULL
+        self.index.table.log = &self.log
+        self.index.base.map = NULL
+        self.index.base.verified = NULL
+        self.index.base.table.log = &self.log
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
         self.directory = directory
@@ -147,7 +163,8 @@ cdef class Store:
         free(self.log.buffer)
         self.log.buffer = NULL
         self.buffer_used = 0
-        table_clear(&self.table)
+        table_clear(&self.index.table)
+        base_clear(&self.index.base)
         directory, self.directory = self.directory, None
         if directory is not None:  # None after a collector's clearing, too
             try:
@@ -181,12 +198,15 @@ cdef class Store:
         return 0
 
     cdef object load(self, Py_ssize_t buffer_size, bint recover, object writer_active):
-        """Map the file, rebuild the index from its log and settle a torn tail.
+        """Map the file, find its keys (index file, then the log past it), settle a torn tail.
 
         With a writer at work (for a reader, ``writer_active()`` says so;
         it is asked only when the log ends in an incomplete record) that
-        record is a write in progress, not a torn tail. Returns what
-        ``_tail.settle_tail`` does: the torn tail left out, or None.
+        record is a write in progress, not a torn tail. A torn tail is
+        settled only after a replay of the whole log, never on the word
+        of an index file (it may be wrong about where records begin).
+        Returns what ``_tail.settle_tail`` does: the torn tail left out,
+        or None.
         """
         cdef object torn_tail = None
         cdef uint64_t size = os.fstat(self.fd).st_size
@@ -194,11 +214,15 @@ cdef class Store:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)
         check_header(PyBytes_FromStringAndSize(self.log.map, HEADER_SIZE), self.path)
-        table_clear(&self.table)
+        self.forget_keys()
         self.log.disk_end = size
-        self.log.disk_end = replay(&self.table, self.log.map, 0, HEADER_SIZE, size,
-                                   self.path)
+        self.attach_index(_index.load(self.directory, self.fd, size))
+        self.log.disk_end = self.replay_log(size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
+            if self.index.base.map != NULL:
+                self.forget_keys()
+                self.log.disk_end = size  # keys are read through the mapping up to here
+                self.log.disk_end = self.replay_log(size)
             if self.writable:
                 self.unmap()  # Windows cannot cut a mapped file
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
@@ -206,6 +230,180 @@ cdef class Store:
             if self.log.map == NULL:
                 self.map_file(self.log.disk_end)
         return torn_tail
+
+    cdef uint64_t replay_log(self, uint64_t size) except? 0:
+        """Replay the mapped log from where the keys end (index's end, or header) to ``size``.
+
+        Returns where the replay stopped. A mapped index that proves
+        damaged, or under which the log past it is corrupt, is dropped,
+        and the log replayed whole.
+        """
+        cdef uint64_t end
+        try:
+            end = replay(&self.index, self.log.map, 0,
+                         self.index.base.covered or HEADER_SIZE, size, self.path)
+        except DBMLoadError:
+            if self.index.base.map == NULL:
+                raise
+            end = 0
+        if end == 0:
+            self.forget_keys()
+            end = replay(&self.index, self.log.map, 0, HEADER_SIZE, size, self.path)
+        return end
+
+    cdef void forget_keys(self) noexcept:
+        """Drop every key: no mapped index, an empty private table."""
+        table_clear(&self.index.table)
+        base_clear(&self.index.base)
+        self.index_identity = None
+        self.index_written = 0
+
+    # --- the index file ---
+
+    cdef int attach_index(self, object found) except -1:
+        """Map the index file ``_index.load`` found (and checked), as ``(fd, header)``.
+
+        Without one (None, or one that cannot be mapped) there is no
+        base, and the key hash gets a new seed, which the next index
+        file keeps. The caller has forgotten the keys (``forget_keys``).
+        """
+        cdef const char* mapped
+        cdef int error = 0
+        cdef Base* base = &self.index.base
+        if found is None:
+            self.index.seed = random_seed()
+            return 0
+        fd, header = found
+        try:
+            mapped = semidbm_map(fd, _index.file_size(header.capacity), &error)
+        finally:
+            os.close(fd)
+        if mapped == NULL:  # no room to map it: do without
+            self.index.seed = random_seed()
+            return 0
+        base.verified = <uint8_t*>calloc(_index.blocks(header.capacity) or 1, 1)
+        if base.verified == NULL:
+            semidbm_unmap(mapped, _index.file_size(header.capacity))
+            raise MemoryError("cannot allocate the index's checks")
+        base.map = mapped
+        base.map_size = _index.file_size(header.capacity)
+        base.table.slots = <Slot*>(mapped + INDEX_HEADER_SIZE)
+        base.table.capacity = header.capacity
+        base.table.count = header.keys
+        base.checksums = mapped + INDEX_HEADER_SIZE + sizeof(Slot) * <size_t>header.capacity
+        base.covered = header.covered
+        base.seed = header.seed
+        self.index.seed = header.seed
+        self.index.table.version += 1
+        self.index_identity = header.identity
+        self.index_written = header.covered
+        return 0
+
+    cdef int drop_index(self) except -1:
+        """Do without the mapped index: replay the log whole, the unwritten buffer too.
+
+        Called when a check of the index fails (docs/FORMAT.md,
+        "Trusting an index"); the pending updates are records of the
+        buffer, so its replay applies them. The next index file written
+        covers everything again.
+        """
+        cdef uint64_t end
+        self.forget_keys()
+        self.index.table.pending_count = 0
+        self.index.table.version += 1
+        end = replay(&self.index, self.log.map, 0, HEADER_SIZE, self.log.disk_end, self.path)
+        if end != self.log.disk_end:
+            raise DBMError(CHANGED_UNDER % (self.path, end))
+        if self.buffer_used:
+            replay(&self.index, self.log.buffer, self.log.disk_end, self.log.disk_end,
+                   self.log.disk_end + self.buffer_used, self.path)
+        table_reserve(&self.index.table)  # what the operation under way had reserved
+        return 0
+
+    cdef int apply_pending(self) except -1:
+        """Apply every pending update, oldest first (dropping the index if it proves damaged)."""
+        while self.index.table.pending_count:
+            if index_apply_oldest(&self.index) == DAMAGED:
+                self.drop_index()
+        return 0
+
+    cdef Py_ssize_t find_key(self, const char* key, Py_ssize_t size, uint32_t hashed,
+                             uint64_t* offset) except -2:
+        """Where the key's last record is: 1 and ``offset`` set, or 0 if it is not live.
+
+        The private table first, then the mapped index (dropped if a
+        check fails: the private table then holds every key).
+        """
+        cdef Py_ssize_t slot = table_find(&self.index.table, key, size, hashed)
+        if slot >= 0:
+            offset[0] = self.index.table.slots[slot].offset
+            return 1
+        if self.index.base.table.capacity:
+            return self.find_in_base(key, size, hashed, offset)
+        return 0
+
+    cdef Py_ssize_t find_in_base(self, const char* key, Py_ssize_t size, uint32_t hashed,
+                                 uint64_t* offset) except -2:
+        """``find_key`` for a key the private table does not hold."""
+        cdef Py_ssize_t slot = base_find(&self.index.base, key, size, hashed)
+        if slot >= 0:
+            offset[0] = self.index.base.table.slots[slot].offset
+            return not base_is_shadowed(&self.index.base, slot)
+        if slot == DAMAGED:
+            self.drop_index()
+            return self.find_key(key, size, hashed, offset)
+        return 0
+
+    cdef int verify_index(self) except -1:
+        """Check every block of the mapped index now (dropping it if one fails).
+
+        Before a walk of the whole table: iteration, a compaction, a new
+        index file.
+        """
+        if self.index.base.table.capacity and not base_verify_all(&self.index.base):
+            self.drop_index()
+        return 0
+
+    cdef int write_index(self, object data_durable=None) except -1:
+        """Write an index file for the whole log, which is flushed (and fsynced, or
+        ``data_durable()`` waits for that: see ``_index.install``).
+
+        Failure to write it is not an error (docs/FORMAT.md, "Writing an
+        index"): the old file stays, or none.
+        """
+        cdef size_t capacity
+        cdef Slot* slots
+        cdef uint64_t live
+        if sys.byteorder != "little":
+            return 0
+        self.verify_index()
+        live = index_live(&self.index)
+        capacity = _index.capacity_for(live)
+        slots = <Slot*>calloc(capacity, sizeof(Slot))
+        if slots == NULL:
+            return 0
+        try:
+            if index_merge(&self.index, slots, capacity) == DAMAGED:
+                self.drop_index()  # then no base: the next try cannot meet it
+                return self.write_index(data_durable)
+            try:
+                header = _index.encode_header(self.index.seed, self.log.disk_end, live,
+                                              capacity, self.fd)
+            except OSError:
+                return 0
+            body = TableBody()
+            body.slots = slots
+            body.capacity = capacity
+            if _index.install(self.directory, self.fd, header, body, data_durable):
+                self.index_written = self.log.disk_end
+        finally:
+            free(slots)
+        return 0
+
+    @property
+    def index_covered(self):
+        """``_interface.Store.index_covered``."""
+        return self.index.base.covered
 
     # --- checks and errors ---
 
@@ -270,8 +468,8 @@ cdef class Store:
         """
         cdef int failure
         cdef Py_ssize_t done = 0
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
+        if self.index.table.pending_count:
+            self.apply_pending()
         if self.buffer_used:
             if self.unsettled:
                 done = _files.written_beyond(self.fd, self.log.disk_end, self.buffer_used)
@@ -337,28 +535,30 @@ cdef class Store:
 
     def __len__(self):
         self.check_open()
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
-        return self.table.count
+        if self.index.table.pending_count:
+            self.apply_pending()
+        return index_live(&self.index)
 
     def __contains__(self, key):
         cdef Borrowed borrowed
-        cdef Py_ssize_t found
+        cdef uint64_t offset
         self.check_open()
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
+        if self.index.table.pending_count:
+            self.apply_pending()
         borrow(key, &borrowed, "keys")
-        found = table_find(&self.table, borrowed.data, borrowed.size,
-                           hash_key(borrowed.data, borrowed.size))
-        give_back(&borrowed)
-        return found >= 0
+        try:
+            return self.find_key(borrowed.data, borrowed.size,
+                                 hash_key(self.index.seed, borrowed.data, borrowed.size),
+                                 &offset) == 1
+        finally:
+            give_back(&borrowed)
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
         if self.fd < 0 or self.busy:
             self.check_open()
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
+        if self.index.table.pending_count:
+            self.apply_pending()
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
         borrow(key, &borrowed, "keys")
@@ -368,16 +568,23 @@ cdef class Store:
             give_back(&borrowed)
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
-        cdef Py_ssize_t slot = table_find(&self.table, key, key_size,
-                                          hash_key(key, key_size))
+        cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
+        cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
         cdef const char* found
         cdef const char* value
         cdef Py_ssize_t value_size
         cdef uint32_t expected
-        if slot < 0:
+        if slot >= 0:
+            offset = self.index.table.slots[slot].offset
+        elif self.index.base.table.capacity == 0:
             raise KeyError(original)
-        offset = self.table.slots[slot].offset
+        else:
+            slot = base_find(&self.index.base, key, key_size, hashed)
+            if slot >= 0 and not base_is_shadowed(&self.index.base, slot):
+                offset = self.index.base.table.slots[slot].offset
+            elif slot != DAMAGED or self.find_in_base(key, key_size, hashed, &offset) != 1:
+                raise KeyError(original)
         found = log_record(&self.log, offset)
         value_size = <int32_t>load_be32(found + 4)
         if offset < self.log.disk_end and (
@@ -396,8 +603,8 @@ cdef class Store:
     def __setitem__(self, key, value):
         cdef Borrowed borrowed_key, borrowed_value
         cdef uint32_t hashed
-        cdef Py_ssize_t slot
         cdef uint64_t offset
+        cdef bint damaged
         if self.fd < 0 or self.busy or not self.writable:
             self.check_writable("write")
         borrow(key, &borrowed_key, "keys")
@@ -408,19 +615,17 @@ cdef class Store:
                     raise ValueError(TOO_LONG % "keys")
                 if borrowed_value.size > MAX_LENGTH:
                     raise ValueError(TOO_LONG % "values")
-                hashed = hash_key(borrowed_key.data, borrowed_key.size)
-                table_reserve(&self.table)
+                hashed = hash_key(self.index.seed, borrowed_key.data, borrowed_key.size)
+                table_reserve(&self.index.table)
                 offset = self.append(borrowed_key.data, borrowed_key.size,
                                      borrowed_value.data, borrowed_value.size)
                 if offset >= self.log.disk_end:
-                    table_defer(&self.table, hashed, offset)
+                    damaged = index_defer(&self.index, hashed, offset) == DAMAGED
                 else:
-                    slot = table_find(&self.table, borrowed_key.data,
-                                      borrowed_key.size, hashed)
-                    if slot >= 0:
-                        self.table.slots[slot].offset = offset
-                    else:
-                        table_insert(&self.table, hashed, offset)
+                    damaged = index_put(&self.index, hashed, offset) == DAMAGED
+                if damaged:
+                    # The replay of the whole log applies this record too.
+                    self.drop_index()
             finally:
                 give_back(&borrowed_value)
         finally:
@@ -428,25 +633,39 @@ cdef class Store:
 
     def __delitem__(self, key):
         cdef Borrowed borrowed
-        cdef Py_ssize_t slot
+        cdef uint32_t hashed
+        cdef Py_ssize_t slot, held = MISSING
         self.check_writable("delete")
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
+        if self.index.table.pending_count:
+            self.apply_pending()
         borrow(key, &borrowed, "keys")
         try:
-            slot = table_find(&self.table, borrowed.data, borrowed.size,
-                              hash_key(borrowed.data, borrowed.size))
-            if slot < 0:
+            hashed = hash_key(self.index.seed, borrowed.data, borrowed.size)
+            slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)
+            if slot < 0 and self.index.base.table.capacity:
+                held = base_find(&self.index.base, borrowed.data, borrowed.size, hashed)
+                if held == DAMAGED:
+                    self.drop_index()
+                    slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)
+                    held = MISSING
+                elif held >= 0 and base_is_shadowed(&self.index.base, held):
+                    held = MISSING  # deleted since the base
+            if slot < 0 and held < 0:
                 raise KeyError(key)
+            # With nothing pending, appending moves no slot.
             self.append(borrowed.data, borrowed.size, NULL, 0)
-            table_remove(&self.table, slot)
+            if slot >= 0:
+                table_remove(&self.index.table, slot)  # its base slot, if any, is marked
+            else:
+                base_shadow(&self.index.base, held)
         finally:
             give_back(&borrowed)
 
     def __iter__(self):
         self.check_open()
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
+        if self.index.table.pending_count:
+            self.apply_pending()
+        self.verify_index()
         return KeyIterator(self)
 
     def keys(self):
@@ -468,17 +687,21 @@ cdef class Store:
         table meanwhile.
         """
         cdef list result = []
-        cdef size_t index
-        cdef uint64_t offset
+        cdef size_t position = 0
+        cdef uint64_t offset, version
         cdef Py_ssize_t key_size
         cdef const char* record
         self.check_open()
-        if self.table.pending_count:
-            table_apply_pending(&self.table)
-        for index in range(self.table.capacity):
-            offset = self.table.slots[index].offset
+        if self.index.table.pending_count:
+            self.apply_pending()
+        self.verify_index()
+        version = self.index.table.version
+        while True:
+            offset = self.next_live(&position)
             if offset == 0:
-                continue
+                if self.index.table.version != version:  # the index was dropped
+                    return self.snapshot(keys, values)
+                break
             record = log_record(&self.log, offset)
             key_size = <int32_t>load_be32(record)
             # The value through get, as a read has it (get's code stays inlined there).
@@ -490,6 +713,34 @@ cdef class Store:
                 result.append((PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size),
                                self.get(record + LENGTHS_SIZE, key_size, None)))
         return result
+
+    cdef uint64_t next_live(self, size_t* position) except? 0:
+        """The record of the next live key at or after ``position``, which is moved past it.
+
+        Positions run over the mapped slots (those not marked), then the
+        private slots. 0 at the end, and also if a mapped slot fails its
+        check: the index is then dropped, which the table's version shows.
+        """
+        cdef Index* index = &self.index
+        cdef size_t at
+        cdef uint64_t offset
+        while position[0] < index.base.table.capacity:
+            at = position[0]
+            position[0] += 1
+            offset = index.base.table.slots[at].offset
+            if offset == 0 or base_is_shadowed(&index.base, at):
+                continue
+            if not base_slot_sound(&index.base, at):
+                self.drop_index()
+                return 0
+            return offset
+        while position[0] - index.base.table.capacity < index.table.capacity:
+            at = position[0] - index.base.table.capacity
+            position[0] += 1
+            offset = index.table.slots[at].offset
+            if offset != 0:
+                return offset
+        return 0
 
     @property
     def closed(self):
@@ -506,16 +757,37 @@ cdef class Store:
                 return
             self.check_writable("sync")
             self.flush()
+            self.fsync(index_due(self.index_written, self.log.disk_end, _INDEX_SYNC_SHARE))
+
+    cdef int fsync(self, bint with_index) except -1:
+        """Flush the data file to disk; ``with_index``: write an index file meanwhile.
+
+        The new index file is written and flushed while the data file's
+        fsync runs in another thread, and renamed into place only once
+        that has succeeded.
+        """
+        if with_index:
+            flushing = _files.BackgroundFsync(self.fd)
+            try:
+                self.write_index(lambda: flushing.wait() is None)
+            finally:
+                failure = flushing.wait()
+        else:
             try:
                 os.fsync(self.fd)
+                failure = None
             except OSError as exc:
-                raise _files.os_error(exc, "cannot sync %s" % self.path) from None
+                failure = exc
+        if failure is not None:
+            raise _files.os_error(failure, "cannot sync %s" % self.path)
+        return 0
 
     def compact(self, progress=None):
         """``_interface.Store.compact``: a walk of the mapped log copies the live records."""
         with self.guard:
             self.check_writable("compact")
             self.flush()
+            self.verify_index()
             self.busy = True
             try:
                 _compaction.write_compacted(
@@ -525,10 +797,11 @@ cdef class Store:
                 semidbm_close(self.fd)
                 self.fd = -1
                 _, failure = _compaction.install_compacted(self.directory)
-                table_clear(&self.table)
+                self.forget_keys()
                 try:
                     self.fd = self.directory.open_data(True)
                     self.load(self.buffer_size, False, None)
+                    self.write_index()
                 except BaseException:
                     self.release()
                     raise
@@ -549,7 +822,8 @@ cdef class Store:
         cdef uint64_t end = self.log.disk_end
         cdef uint64_t next_report = PROGRESS_STEP
         cdef Py_ssize_t used = 0
-        cdef Py_ssize_t size, slot
+        cdef Py_ssize_t size
+        cdef uint64_t live_offset
         cdef int32_t key_size, value_size
         cdef const char* record
         if chunk == NULL:
@@ -565,9 +839,9 @@ cdef class Store:
                 if <uint64_t>size > end - position:
                     raise DBMError(CHANGED_UNDER % (self.path, position))
                 if value_size != DELETED:
-                    slot = table_find(&self.table, record + LENGTHS_SIZE, key_size,
-                                      hash_key(record + LENGTHS_SIZE, key_size))
-                    if slot >= 0 and self.table.slots[slot].offset == position:
+                    if self.find_key(record + LENGTHS_SIZE, key_size,
+                                     hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
+                                     &live_offset) == 1 and live_offset == position:
                         if used + size > COMPACT_CHUNK:
                             write_or_raise(out, chunk, used)
                             used = 0
@@ -612,13 +886,42 @@ cdef class Store:
             elif size < self.log.disk_end:
                 self.release()  # what it indexed is gone
                 raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
-            elif size > self.log.disk_end:
+            else:
                 try:
-                    _files.catch_up(self.fd, self.log.disk_end, size,
-                                    lambda data, base: self.replay_copy(data, base))
+                    self.switch_index(size)
+                    if size > self.log.disk_end:
+                        _files.catch_up(self.fd, self.log.disk_end, size,
+                                        lambda data, base: self.replay_copy(data, base))
                 except BaseException:
                     self.release()  # a corrupt log: nothing after it can be trusted
                     raise
+
+    cdef int switch_index(self, uint64_t size) except -1:
+        """A reader's refresh: map the index file a writer has installed since, if it is newer.
+
+        The new index must pass the checks for the data file as it is now
+        (``size`` bytes) and cover more than the mapped one; the private
+        table then starts again from its end. Records the reader had read
+        are complete, so they are replayed through the mapping.
+        """
+        cdef uint64_t end = self.log.disk_end
+        identity = _index.identity(self.directory)
+        if identity is None or identity == self.index_identity:
+            return 0
+        found = _index.load(self.directory, self.fd, size)
+        if found is None or found[1].covered <= self.index.base.covered:
+            if found is not None:
+                os.close(found[0])
+            self.index_identity = identity  # not worth a look again until it changes
+            return 0
+        self.forget_keys()
+        self.attach_index(found)
+        if self.index.base.covered > end:
+            self.map_file(self.index.base.covered)
+            end = self.index.base.covered
+        self.log.disk_end = end
+        self.log.disk_end = self.replay_log(end)
+        return 0
 
     cdef uint64_t replay_copy(self, bytes data, uint64_t base) except? 0:
         """A reader's refresh: replay ``data``, a copy of the log from ``disk_end`` (``base``) on.
@@ -633,16 +936,20 @@ cdef class Store:
         ``disk_end``.
         """
         cdef uint64_t size = base + len(data)
+        cdef uint64_t end
         if not data:
             return base
         self.map_file(size)
         self.log.buffer = <char*>PyBytes_AS_STRING(data)
         try:
-            self.log.disk_end = replay(&self.table, self.log.buffer, base, base, size,
-                                       self.path)
+            end = replay(&self.index, self.log.buffer, base, base, size, self.path)
+            if end == 0:  # the mapped index proved damaged
+                self.drop_index()
+                end = replay(&self.index, self.log.buffer, base, base, size, self.path)
         finally:
             self.log.buffer = NULL
-        return self.log.disk_end
+        self.log.disk_end = end
+        return end
 
     def _disown(self):
         """``_interface.Store._disown``."""
@@ -660,7 +967,9 @@ cdef class Store:
                 return
             try:
                 if self.writable:
-                    self.sync()
+                    self.check_writable("sync")
+                    self.flush()
+                    self.fsync(index_due(self.index_written, self.log.disk_end))
             finally:
                 self.release()
 
@@ -675,7 +984,7 @@ cdef class KeyIterator:
     def __cinit__(self, Store store):
         self.store = store
         self.position = 0
-        self.version = store.table.version
+        self.version = store.index.table.version
 
     def __iter__(self):
         return self
@@ -683,17 +992,19 @@ cdef class KeyIterator:
     def __next__(self):
         cdef Store store = self.store
         cdef const char* record
+        cdef uint64_t offset
         if store.busy:
             store.check_open()
         if store.fd < 0:
             raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
-        if store.table.pending_count:
-            table_apply_pending(&store.table)
-        if store.table.version != self.version:
+        if store.index.table.pending_count:
+            store.apply_pending()
+        if store.index.table.version != self.version:
             raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
-        while self.position < store.table.capacity:
-            self.position += 1
-            if store.table.slots[self.position - 1].offset != 0:
-                record = log_record(&store.log, store.table.slots[self.position - 1].offset)
-                return PyBytes_FromStringAndSize(record + LENGTHS_SIZE, <int32_t>load_be32(record))
-        raise StopIteration
+        offset = store.next_live(&self.position)
+        if offset == 0:
+            if store.index.table.version != self.version:  # the index was dropped
+                raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
+            raise StopIteration
+        record = log_record(&store.log, offset)
+        return PyBytes_FromStringAndSize(record + LENGTHS_SIZE, <int32_t>load_be32(record))

@@ -9,6 +9,7 @@ do with a torn tail is in ``_tail``; the compaction's file swap in
 """
 
 import os
+import threading
 
 from . import _messages
 from .errors import DBMError
@@ -123,6 +124,33 @@ def fsync_directory(path):
         os.close(fd)
 
 
+class BackgroundFsync:
+    """An fsync of a file in a thread of its own, so that the caller can write meanwhile.
+
+    The writer's ``sync()`` and ``close()`` flush the data file this way
+    while they write a new index file beside it (docs/FORMAT.md,
+    "Writing an index"): the two reach the disk together instead of one
+    after the other.
+    """
+
+    def __init__(self, fd):
+        self._fd = fd
+        self._failure = None
+        self._thread = threading.Thread(target=self._run, name="semidbm fsync", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._failure = exc
+
+    def wait(self):
+        """Wait for the fsync to end; return its OSError, or None if the file is on disk."""
+        self._thread.join()
+        return self._failure
+
+
 def open_data(path, writable, dir_fd=None):
     """Open the data file: read-only, or for appending; errors as DBMError."""
     flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
@@ -227,6 +255,22 @@ class Directory:
             os.fchmod(fd, mode)
         else:
             os.chmod(self._name(name), mode)
+
+    def create_like(self, name, fd):
+        """Create (or truncate) ``name`` for writing with the permissions of the file ``fd``.
+
+        For the files that take the data file's place or stand beside it
+        (a compaction's copy, an index): whoever may read the data may
+        read them, and no one else. Returns the new file's descriptor.
+        """
+        mode = os.fstat(fd).st_mode & 0o7777
+        out = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | BINARY, mode)
+        try:
+            self.chmod(out, name, mode)
+        except BaseException:
+            os.close(out)
+            raise
+        return out
 
     def create_unused(self, name):
         """Create a new file ``name``, or ``name.1``, ``name.2`` ... if taken; return (fd, name)."""

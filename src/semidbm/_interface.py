@@ -91,6 +91,16 @@ class Store(Protocol):
         """
 
     @property
+    def index_covered(self) -> int:
+        """How many bytes of the log the mapped index file answers for; 0 if none does.
+
+        Set at open and by a ``refresh()`` that switches to a newer index
+        file; 0 once a failed check has dropped the index (the log was
+        then replayed whole). The pure-Python kernel never uses an index
+        file: always 0 there. docs/FORMAT.md, "The index file".
+        """
+
+    @property
     def closed(self) -> bool:
         """True once the store has been closed, or released after an error that left it unusable.
 

@@ -150,6 +150,11 @@ class Store:
         """``_interface.Store.torn_tail``."""
         return self._torn_tail
 
+    @property
+    def index_covered(self):
+        """``_interface.Store.index_covered``: this kernel never uses the index file."""
+        return 0
+
     def _check_open(self):
         # The lock is ours, so an operation in progress is this thread's:
         # a progress callback or a signal handler is using the database.

@@ -1,6 +1,6 @@
 # The index rebuild of the compiled kernel (included by _core.pyx): the
 # log's records, parsed in blocks (LogParser, parse_block), are applied
-# to a Table (replay). With another processor free, a long log is parsed
+# to an Index (replay). With another processor free, a long log is parsed
 # in a second thread (pure C, no Python) that hands its blocks over
 # through a ring (ParseRing) while this one updates the table; the result
 # is the same as parsing in one. Every length read from the log is
@@ -51,6 +51,7 @@ cdef struct LogParser:
     # Positions count from map[0], which is the file's offset base.
     const char* map       # the log from offset base on
     uint64_t base
+    uint64_t seed         # of the key hash
     uint64_t position     # of the next record, from map[0]
     uint64_t size         # where the log ends, from map[0]
     uint64_t ahead        # the log is prefetched up to here
@@ -96,7 +97,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         if record_end > size:
             break
         block[parsed].offset = base + position
-        block[parsed].hash = hash_key(data + position + LENGTHS_SIZE, key_size)
+        block[parsed].hash = hash_key(parser.seed, data + position + LENGTHS_SIZE, key_size)
         block[parsed].deleted = value_size == DELETED
         parsed += 1
         position = record_end
@@ -236,16 +237,18 @@ cdef void stop_parsing(ParseRing* ring) noexcept nogil:
 
 # --- Applying the records to the table ---
 
-cdef uint64_t replay(Table* table, const char* data, uint64_t base,
+cdef uint64_t replay(Index* index, const char* data, uint64_t base,
                      uint64_t position, uint64_t size, object path) except? 0:
-    """Apply the log's records from ``position`` to ``size`` to ``table``.
+    """Apply the log's records from ``position`` to ``size`` to ``index``.
 
     ``data`` holds the file from offset ``base`` to ``size``: the
     mapping (``base`` 0), or a copy. Returns where parsing stopped:
     ``size``, or the start of an incomplete last record; a corrupt
-    record raises DBMLoadError (naming ``path``). Keys are compared
-    through the table's Log: the mapping or, during a refresh, the
-    copy standing in for the buffer.
+    record raises DBMLoadError (naming ``path``); 0 means that the
+    mapped index proved damaged (the private table is then part-way:
+    the caller drops the index and replays the log whole). Keys are
+    compared through the table's Log: the mapping or, during a refresh,
+    the copy standing in for the buffer.
     Records are parsed in blocks (``parse_block``), then applied
     (``apply_block``). Parsing waits on the log's memory and the
     updates on the table's, about as long each: when this process
@@ -260,8 +263,10 @@ cdef uint64_t replay(Table* table, const char* data, uint64_t base,
     cdef size_t parsed = REPLAY_BLOCK
     cdef ParseRing* ring = NULL
     cdef bint handed_over = False
+    cdef Table* table = &index.table
     parser.map = data
     parser.base = base
+    parser.seed = index.seed
     parser.position = position - base
     parser.size = size - base
     parser.ahead = position - base
@@ -274,13 +279,16 @@ cdef uint64_t replay(Table* table, const char* data, uint64_t base,
                 ring.parser = parser
                 semidbm_store_release(&ring.handed_over, True)
                 handed_over = True
-                parsed = apply_parsed(table, ring, &parser)
+                parsed = apply_parsed(index, ring, &parser)
             else:
                 parsed = parse_block(&parser, block)
-                apply_block(table, block, parsed, size)
+                if apply_block(index, block, parsed, size) == DAMAGED:
+                    return 0
     finally:
         if ring != NULL:
             stop_parsing(ring)
+    if parsed == <size_t>DAMAGED:
+        return 0
     if parser.corrupt:
         raise DBMLoadError(
             _messages.CORRUPT_RECORD
@@ -290,14 +298,15 @@ cdef uint64_t replay(Table* table, const char* data, uint64_t base,
     return base + parser.position
 
 
-cdef size_t apply_parsed(Table* table, ParseRing* ring,
+cdef size_t apply_parsed(Index* index, ParseRing* ring,
                          LogParser* parser) except? 0:
     """Apply the blocks the parsing thread delivers, and advance ``parser`` past them.
 
     Returns the size of the last block applied: less than
     ``REPLAY_BLOCK`` if that was the end of the parse. Otherwise the
     thread fell behind and was asked to stop: the caller parses the
-    rest, from ``parser``.
+    rest, from ``parser``. ``<size_t>DAMAGED`` if the mapped index
+    proved damaged.
     """
     cdef uint64_t block = 0
     cdef size_t parsed = REPLAY_BLOCK
@@ -306,25 +315,29 @@ cdef size_t apply_parsed(Table* table, ParseRing* ring,
             semidbm_store_release(&ring.stop, True)
             break
         parsed = ring.sizes[block % REPLAY_RING]
-        apply_block(table, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
-                    parser.base + parser.size)
+        if apply_block(index, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
+                       parser.base + parser.size) == DAMAGED:
+            return <size_t>DAMAGED
         parser[0] = ring.states[block % REPLAY_RING]
         block += 1
         semidbm_store_release(&ring.applied, block)
     return parsed
 
 
-cdef int apply_block(Table* table, Parsed* block, size_t parsed,
+cdef int apply_block(Index* index, Parsed* block, size_t parsed,
                      uint64_t size) except -1:
-    """Apply ``parsed`` records of the log, in order, to ``table``.
+    """Apply ``parsed`` records of the log, in order, to ``index``; 0, or DAMAGED.
 
     The slots of the next ``SLOT_PREFETCH`` records are requested
     ahead, so that a large index costs no wait per record. ``size``
     is where the log being replayed ends: a full table grows at once
     to what the whole log is expected to need (see ``projected_keys``).
     """
+    cdef Table* table = &index.table
     cdef size_t at
     cdef Py_ssize_t slot
+    if index.base.table.capacity:
+        return apply_over_base(index, block, parsed)
     if table.capacity:
         for at in range(parsed if parsed < SLOT_PREFETCH else SLOT_PREFETCH):
             table_prefetch(table, block[at].hash)
@@ -343,6 +356,25 @@ cdef int apply_block(Table* table, Parsed* block, size_t parsed,
             else:
                 table_grow(table, projected_keys(table, block[at].offset, size))
                 table_insert(table, block[at].hash, block[at].offset)
+    return 0
+
+
+cdef int apply_over_base(Index* index, Parsed* block, size_t parsed) except -1:
+    """``apply_block`` for the log past a mapped index: each record checked against the base too.
+
+    That log is short (see docs/FORMAT.md, "Writing an index"), and
+    its keys are looked up in the base, so it is not prefetched.
+    """
+    cdef size_t at
+    cdef int result
+    for at in range(parsed):
+        table_reserve(&index.table)
+        if block[at].deleted:
+            result = index_delete(index, block[at].hash, block[at].offset)
+        else:
+            result = index_put(index, block[at].hash, block[at].offset)
+        if result == DAMAGED:
+            return DAMAGED
     return 0
 
 

@@ -3,7 +3,10 @@
 # backward-shift deletion), and the queue of index updates that wait.
 # A slot holds a record's offset and a 32-bit hash of its key; the key
 # itself is compared against the record (read through the table's Log),
-# so the table does not grow with key length. The Store and the index rebuild
+# so the table does not grow with key length. A key's probe starts at
+# (hash * capacity) >> 32, so any capacity works (an index file's is not
+# a power of two) and the slots stay in the order of their hashes, which
+# makes moving them to another table a near-sequential pass. The Store and the index rebuild
 # hold a Table and call these functions: the hash, where a key's probe
 # starts and how full the table may get are decided here alone.
 
@@ -27,18 +30,20 @@ cdef inline uint64_t mix(uint64_t value) noexcept nogil:
 
 
 cdef uint64_t random_seed() except? 0:
+    """A new key for ``hash_key``, from the operating system's random source."""
     cdef uint64_t seed = 0
     for byte in os.urandom(8):
         seed = (seed << 8) | <uint8_t>byte
     return seed
 
 
-cdef uint64_t hash_seed = random_seed()
+cdef inline uint32_t hash_key(uint64_t seed, const char* key, Py_ssize_t size) noexcept nogil:
+    """A 32-bit hash of the key bytes under the key ``seed``, against collision floods.
 
-
-cdef inline uint32_t hash_key(const char* key, Py_ssize_t size) noexcept nogil:
-    """A 32-bit hash of the key bytes, seeded per process against collision floods."""
-    cdef uint64_t state = hash_seed ^ (<uint64_t>size * 0x9E3779B97F4A7C15ULL)
+    The slots of the index file hold it (docs/FORMAT.md, "The index
+    file"): a change here is a change of that format.
+    """
+    cdef uint64_t state = seed ^ (<uint64_t>size * 0x9E3779B97F4A7C15ULL)
     cdef uint64_t word
     while size >= 8:
         memcpy(&word, key, 8)
@@ -63,7 +68,7 @@ cdef packed struct Slot:
 cdef struct Table:
     Slot* slots
     const Log* log        # where the records are: the Store's, set once
-    size_t capacity       # a power of two; 0 while there are no slots
+    size_t capacity       # 0 while there are no slots
     size_t count          # live keys
     uint64_t version      # bumped whenever keys are added or removed, so iterators notice
     # Assignments appended to the log whose index update waits (oldest
@@ -85,9 +90,20 @@ cdef void table_clear(Table* table) noexcept:
 
 # --- Finding keys ---
 
+cdef inline size_t home_slot(uint32_t hashed, size_t capacity) noexcept nogil:
+    """Where the probe for a key of hash ``hashed`` starts in a table of ``capacity`` slots."""
+    return <size_t>((<uint64_t>hashed * capacity) >> 32)
+
+
+cdef inline size_t next_slot(size_t index, size_t capacity) noexcept nogil:
+    """The slot a probe visits after ``index``: the next one, the first after the last."""
+    index += 1
+    return 0 if index == capacity else index
+
+
 cdef inline void table_prefetch(const Table* table, uint32_t hashed) noexcept nogil:
     """Ask the processor for the slot where the probe for ``hashed`` starts (a table with slots)."""
-    semidbm_prefetch(&table.slots[hashed & (table.capacity - 1)])
+    semidbm_prefetch(&table.slots[home_slot(hashed, table.capacity)])
 
 
 cdef inline bint table_holds(const Table* table, size_t index,
@@ -105,15 +121,14 @@ cdef inline Py_ssize_t table_find(const Table* table, const char* key,
     may put it, as long as the table has room for one more key. A table
     without slots gives -1.
     """
-    cdef size_t mask, index
+    cdef size_t index
     if table.capacity == 0:
         return -1
-    mask = table.capacity - 1
-    index = hashed & mask
+    index = home_slot(hashed, table.capacity)
     while table.slots[index].offset != 0:
         if table.slots[index].hash == hashed and table_holds(table, index, key, size):
             return index
-        index = (index + 1) & mask
+        index = next_slot(index, table.capacity)
     return -1 - <Py_ssize_t>index
 
 
@@ -124,18 +139,17 @@ cdef inline Py_ssize_t table_find_record(const Table* table, uint64_t offset,
     The record is read only where a slot's hash matches: during the
     rebuild it has left the cache, or was parsed by another thread.
     """
-    cdef size_t mask, index
+    cdef size_t index
     cdef const char* record
     if table.capacity == 0:
         return -1
-    mask = table.capacity - 1
-    index = hashed & mask
+    index = home_slot(hashed, table.capacity)
     while table.slots[index].offset != 0:
         if table.slots[index].hash == hashed:
             record = log_record(table.log, offset)
             if table_holds(table, index, record + LENGTHS_SIZE, <int32_t>load_be32(record)):
                 return index
-        index = (index + 1) & mask
+        index = next_slot(index, table.capacity)
     return -1 - <Py_ssize_t>index
 
 
@@ -152,27 +166,25 @@ cdef inline void table_place(Table* table, size_t index, uint32_t hashed,
 
 cdef int table_insert(Table* table, uint32_t hashed, uint64_t offset) except -1:
     """Add a key known to be absent."""
-    cdef size_t mask, index
+    cdef size_t index
     table_reserve(table)
-    mask = table.capacity - 1
-    index = hashed & mask
+    index = home_slot(hashed, table.capacity)
     while table.slots[index].offset != 0:
-        index = (index + 1) & mask
+        index = next_slot(index, table.capacity)
     table_place(table, index, hashed, offset)
     return 0
 
 
 cdef void table_remove(Table* table, Py_ssize_t slot) noexcept nogil:
     """Empty ``slot``, shifting back the entries after it that probed past it."""
-    cdef size_t mask = table.capacity - 1
     cdef size_t hole = slot
     cdef size_t index = slot
     cdef size_t home
     while True:
-        index = (index + 1) & mask
+        index = next_slot(index, table.capacity)
         if table.slots[index].offset == 0:
             break
-        home = table.slots[index].hash & mask
+        home = home_slot(table.slots[index].hash, table.capacity)
         # Move the entry into the hole unless its home lies after the
         # hole (cyclically) and at or before its own place.
         if (index > hole and (home <= hole or home > index)) or (
@@ -217,29 +229,33 @@ cdef size_t capacity_for(size_t capacity, double keys) noexcept nogil:
 
 
 cdef bint table_resize(Table* table, size_t capacity) noexcept nogil:
-    """Move the keys to new slots, ``capacity`` of them (a power of two, room for them all).
+    """Move the keys to new slots, ``capacity`` of them (room for them all).
 
     False, and the table left as it was, if the memory cannot be had. A
     large table asks for huge pages, since its lookups land anywhere in it.
     """
-    cdef size_t index, mask, old
+    cdef size_t old
     cdef Slot* slots = <Slot*>calloc(capacity, sizeof(Slot))
     if slots == NULL:
         return False
     semidbm_advise_huge(slots, capacity * sizeof(Slot))
     touch_pages(slots, capacity * sizeof(Slot))
-    mask = capacity - 1
     for old in range(table.capacity):
         if table.slots[old].offset != 0:
-            index = table.slots[old].hash & mask
-            while slots[index].offset != 0:
-                index = (index + 1) & mask
-            slots[index] = table.slots[old]
+            slots_place(slots, capacity, table.slots[old])
     free(table.slots)
     table.slots = slots
     table.capacity = capacity
     table.version += 1
     return True
+
+
+cdef inline void slots_place(Slot* slots, size_t capacity, Slot entry) noexcept nogil:
+    """Put ``entry``, a key not among ``slots``, at the end of its probe (with room left)."""
+    cdef size_t index = home_slot(entry.hash, capacity)
+    while slots[index].offset != 0:
+        index = next_slot(index, capacity)
+    slots[index] = entry
 
 
 cdef int table_grow(Table* table, double keys) except -1:
@@ -277,47 +293,3 @@ cdef void table_fit(Table* table) noexcept nogil:
     capacity = capacity_for(MIN_CAPACITY, table.count)
     if capacity < table.capacity:
         table_resize(table, capacity)
-
-
-# --- Updates that wait ---
-
-cdef int table_defer(Table* table, uint32_t hashed, uint64_t offset) except -1:
-    """Queue the index update for the buffered record at ``offset``; apply the oldest if full.
-
-    The update of a large index costs a cache miss; queued, with its
-    slot prefetched, it is applied after the next few assignments, when
-    that memory has arrived. The caller has reserved room for every
-    queued key (``table_reserve``), so applying them never grows the
-    table. Every operation but an assignment applies the queue first.
-    """
-    cdef size_t at
-    if table.pending_count == PENDING_LIMIT:
-        table_apply_oldest(table)
-    table_prefetch(table, hashed)
-    at = (table.pending_first + table.pending_count) % PENDING_LIMIT
-    table.pending[at].hash = hashed
-    table.pending[at].offset = offset
-    table.pending_count += 1
-    return 0
-
-
-cdef int table_apply_oldest(Table* table) except -1:
-    """Apply the oldest pending update: point the key's slot at its record."""
-    cdef Slot entry = table.pending[table.pending_first]
-    cdef const char* found = log_record(table.log, entry.offset)
-    cdef Py_ssize_t slot
-    table.pending_first = (table.pending_first + 1) % PENDING_LIMIT
-    table.pending_count -= 1
-    slot = table_find(table, found + LENGTHS_SIZE, <int32_t>load_be32(found), entry.hash)
-    if slot >= 0:
-        table.slots[slot].offset = entry.offset
-    else:
-        table_insert(table, entry.hash, entry.offset)
-    return 0
-
-
-cdef int table_apply_pending(Table* table) except -1:
-    """Apply every pending update, oldest first."""
-    while table.pending_count:
-        table_apply_oldest(table)
-    return 0

@@ -17,10 +17,10 @@ import warnings
 import weakref
 from collections.abc import MutableMapping
 
-from . import _files, _kernel, _lock, _messages
+from . import _files, _index, _kernel, _lock, _messages
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
-from .format import COMPACT_NAME, DATA_NAME, HEADER, LOCK_NAME, MAGIC
+from .format import COMPACT_NAME, DATA_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME, MAGIC
 
 implementation, _default_kernel = _kernel.choose()
 
@@ -379,6 +379,8 @@ def _check_database(directory, flag, mode):
     try:
         _remove_leftovers(directory)
         if data_info is None or flag == "n":
+            # 'n': no index outlives the log it describes (docs/FORMAT.md, "Writing an index").
+            _index.remove(directory)
             _create_data_file(directory, mode)
     except BaseException:
         lock.release()
@@ -397,12 +399,14 @@ def _starts_like_semidbm(directory):
 
 
 def _remove_leftovers(directory):
-    """Remove what a crashed compaction left: ours, or semidbm 0.5.1's ``compact/``.
+    """Remove what a crashed compaction or index write left: ours, or semidbm 0.5.1's ``compact/``.
 
-    Such a file is never read as data: it may hold keys deleted since.
+    Such a file is never read: a compaction's may hold keys deleted
+    since, and an index being written may be incomplete.
     """
-    if directory.exists(COMPACT_NAME) and stat.S_ISREG(directory.stat(COMPACT_NAME).st_mode):
-        directory.remove(COMPACT_NAME)
+    for name in (COMPACT_NAME, INDEX_TEMP_NAME):
+        if directory.exists(name) and stat.S_ISREG(directory.stat(name).st_mode):
+            directory.remove(name)
     old_directory = os.path.join(directory.path, "compact")
     if os.path.isdir(old_directory) and os.listdir(old_directory) in ([], [DATA_NAME]):
         old_data = os.path.join(old_directory, DATA_NAME)
@@ -441,11 +445,11 @@ def _create_database(path, mode):
 def _remove_new_database(path):
     """Remove a database this process has just created, after a later step failed.
 
-    Only the files a creation makes are removed, and the directory only
-    if that leaves it empty; nothing else is ever deleted. Errors are
-    ignored: the failure being reported matters more.
+    Only the files a creation and its writer make are removed, and the
+    directory only if that leaves it empty; nothing else is ever deleted.
+    Errors are ignored: the failure being reported matters more.
     """
-    for name in (DATA_NAME, COMPACT_NAME, LOCK_NAME):
+    for name in (DATA_NAME, COMPACT_NAME, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME):
         try:
             os.remove(os.path.join(path, name))
         except OSError:

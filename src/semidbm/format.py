@@ -36,6 +36,10 @@ COMPACT_NAME = "data.compact"
 LOCK_NAME = "lock"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
+#: The persistent index: a cache of the compiled kernel's table for a first part of the log.
+INDEX_NAME = "index"
+#: The temporary file a new index is written to before it is renamed over ``index``.
+INDEX_TEMP_NAME = "index.new"
 
 
 def torn_tail_limit(buffer_size):

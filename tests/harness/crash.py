@@ -18,6 +18,17 @@ writes, and a kill may land while a writer is cutting a torn tail. A
 quarter of the rounds aim the kill at a compaction: the child says when
 one starts and the parent kills within the time compactions take.
 
+The ``index`` workload (the compiled kernel) aims at the persistent
+index file instead: values of a few kilobytes, so that the log past the
+index soon reaches the bound at which ``close()`` writes a new one, and
+writers that close and reopen. The aimed rounds write past the bound
+and then close or compact, so the kill lands in the index write. Each
+check also reads the database with the pure-Python kernel, which never
+uses the index, and requires the same contents; requires that an
+``index`` left by the kill is valid for the data file as it is
+(tests/index_support.py checks it against docs/FORMAT.md); and requires
+that the next writer removes a leftover ``index.new``.
+
 Run ``python -m tests.harness.crash --help`` from the repository root
 for long runs; the test suite runs a few hundred kills
 (tests/test_crash.py).
@@ -41,8 +52,17 @@ import semidbm
 from semidbm import _kernel, db
 from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE
 
+try:
+    from .. import index_support
+except ImportError:  # run as a script: the child writer, which needs none of it
+    index_support = None
+
 #: Keys the writer picks from: small enough that updates and deletes are common.
 KEYSPACE = 1500
+#: What the ``index`` workload writes before an aimed close or compaction: past the
+#: 4 MiB of uncovered log at which a writer writes a new index.
+INDEX_AIM_BYTES = (4 << 20) + (256 << 10)
+WORKLOADS = ("default", "index")
 
 
 def value_of(seed, size):
@@ -63,10 +83,21 @@ def value_size(rng):
     return rng.randrange(DEFAULT_BUFFER_SIZE + 1, DEFAULT_BUFFER_SIZE * 3 // 2)
 
 
+def index_value_size(rng):
+    """The ``index`` workload's values: a few kilobytes, so the log grows fast; some tiny."""
+    roll = rng.random()
+    if roll < 0.1:
+        return rng.randrange(0, 50)
+    if roll < 0.995:
+        return rng.randrange(1000, 9000)
+    return rng.randrange(DEFAULT_BUFFER_SIZE + 1, DEFAULT_BUFFER_SIZE * 3 // 2)
+
+
 # --- the child ---
 
 
-def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_compaction):
+def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_compaction,
+           workload="default"):
     """Write to the database at ``path`` until killed, logging each step first."""
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -78,6 +109,10 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
     database = db.open_with(_kernel.load(kernel_name), path, "c", buffer_size=buffer_size)
     note("ready")
     print("ready", flush=True)
+    if workload == "index":
+        index_writer(database, note, rng, first_seed, aim_at_compaction,
+                     lambda: db.open_with(_kernel.load(kernel_name), path, "w",
+                                          buffer_size=buffer_size))
     value_seed = first_seed
     operations = 0
     while True:
@@ -110,6 +145,61 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
             note("compacted %.6f" % (time.perf_counter() - started))
 
 
+def index_writer(database, note, rng, value_seed, aim, reopen):
+    """The ``index`` workload: sets of kilobytes, deletes, syncs, closes, compactions.
+
+    With ``aim``, this writer writes ``INDEX_AIM_BYTES`` (no closes or
+    compactions meanwhile), then says "closing" or "compacting" and does
+    that, so that the kill lands while the index is written.
+    """
+    written = 0
+    aimed = False
+    while True:
+        roll = rng.random()
+        if aim and not aimed:
+            if written < INDEX_AIM_BYTES:
+                roll = min(roll, 0.9799)
+            elif rng.random() < 0.5:
+                aimed = True
+                print("closing", flush=True)
+                roll = 0.985
+            else:
+                aimed = True
+                print("compacting", flush=True)
+                roll = 1.0
+        if roll < 0.76:
+            key = b"k%d" % rng.randrange(KEYSPACE)
+            size = index_value_size(rng)
+            note("set %s %d %d" % (key.decode(), value_seed, size))
+            database[key] = value_of(value_seed, size)
+            value_seed += 1
+            written += size + len(key) + 12
+        elif roll < 0.95:
+            key = b"k%d" % rng.randrange(KEYSPACE)
+            note("del %s" % key.decode())
+            try:
+                del database[key]
+            except KeyError:
+                pass
+        elif roll < 0.98:
+            note("sync")
+            database.sync()
+            note("synced")
+        elif roll < 0.997:
+            note("close")
+            started = time.perf_counter()
+            database.close()
+            note("closed %.6f" % (time.perf_counter() - started))
+            database = reopen()
+            note("ready")
+            written = 0
+        else:
+            note("compact")
+            started = time.perf_counter()
+            database.compact()
+            note("compacted %.6f" % (time.perf_counter() - started))
+
+
 # --- the parent ---
 
 
@@ -121,9 +211,10 @@ class Log:
         if lines and lines[-1] != "":
             lines.pop()  # a line cut by the kill: that step was never started
         self.operations = []  # (key, value or None for a delete)
-        self.durable = 0  # operations covered by the last completed sync or compact
+        self.durable = 0  # operations covered by the last completed sync, close or compact
         self.phase = "open"
         self.compaction_seconds = []
+        self.close_seconds = []
         for line in lines:
             if not line:
                 continue
@@ -133,10 +224,11 @@ class Log:
                 self.operations.append((key.encode(), value_of(int(seed), int(size))))
             elif word == "del":
                 self.operations.append((rest[0].encode(), None))
-            elif word in ("synced", "compacted"):
+            elif word in ("synced", "compacted", "closed"):
                 self.durable = len(self.operations)
                 if rest:
-                    self.compaction_seconds.append(float(rest[0]))
+                    seconds = self.close_seconds if word == "closed" else self.compaction_seconds
+                    seconds.append(float(rest[0]))
             self.phase = {
                 "ready": "between",
                 "set": "write",
@@ -145,6 +237,8 @@ class Log:
                 "synced": "between",
                 "compact": "compact",
                 "compacted": "between",
+                "close": "close",
+                "closed": "open",
             }[word]
 
 
@@ -216,17 +310,21 @@ def describe_mismatch(start, operations, recovered, low):
 class Harness:
     """Kills writers of one database again and again and checks it after each kill."""
 
-    def __init__(self, path, kernel_name, buffer_size, seed):
+    def __init__(self, path, kernel_name, buffer_size, seed, workload="default"):
+        if workload not in WORKLOADS:
+            raise ValueError("unknown workload %r" % workload)
         self.path = str(path)
         self.kernel_name = kernel_name
         self.kernel = _kernel.load(kernel_name)
         self.buffer_size = buffer_size
+        self.workload = workload
         self.rng = random.Random(seed)
         self.work = tempfile.mkdtemp(prefix="semidbm-crash-")
         self.model = {}
         self.rounds = 0
         self.next_seed = 1
         self.compaction_seconds = 0.005
+        self.close_seconds = 0.005
         self.counts = collections.Counter()
         self.failures = []
 
@@ -258,7 +356,7 @@ class Harness:
                 [
                     sys.executable, os.path.abspath(__file__), "writer", self.path, log_path,
                     self.kernel_name, str(self.buffer_size), str(self.rng.getrandbits(32)),
-                    str(first_seed), str(int(aim)),
+                    str(first_seed), str(int(aim)), self.workload,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -282,8 +380,12 @@ class Harness:
         self.counts["operations logged"] += len(log.operations)
         if log.compaction_seconds:
             self.compaction_seconds = max(log.compaction_seconds)
+        if log.close_seconds:
+            self.close_seconds = max(log.close_seconds)
         if os.path.exists(os.path.join(self.path, COMPACT_NAME)):
             self.counts["compaction files left"] += 1
+        if self.workload == "index" and not self.check_index_file():
+            return
         self.check(log)
 
     def wait_and_kill(self, child, aim):
@@ -294,11 +396,39 @@ class Harness:
             # to start and import), so that these kills land in the open.
             time.sleep(self.rng.uniform(0, 0.05))
         elif child.stdout.readline() == b"ready\n":
-            if aim and child.stdout.readline() == b"compacting\n":
+            line = child.stdout.readline() if aim else b""
+            if line == b"compacting\n":
                 time.sleep(self.rng.uniform(0, 1.5 * self.compaction_seconds))
+            elif line == b"closing\n":
+                time.sleep(self.rng.uniform(0, 1.5 * self.close_seconds))
             else:
                 time.sleep(self.rng.uniform(0, 0.12))
         child.send_signal(signal.SIGKILL)
+
+    def check_index_file(self):
+        """The ``index`` workload: what a kill leaves of the index file is valid, or absent.
+
+        ``index`` is renamed into place only whole and after the data it
+        covers was fsynced, and removed before a compaction's rename: so
+        whatever the kill interrupted, an ``index`` present is valid for
+        the data file now. Returns False after a failure.
+        """
+        names = os.listdir(self.path)
+        if index_support.INDEX_TEMP_NAME in names:
+            self.counts["index.new left"] += 1
+        if index_support.INDEX_NAME not in names:
+            self.counts["no index after the kill"] += 1
+            return True
+        self.counts["index after the kill"] += 1
+        with open(os.path.join(self.path, index_support.INDEX_NAME), "rb") as handle:
+            index_data = handle.read()
+        with open(os.path.join(self.path, "data"), "rb") as handle:
+            data = handle.read()
+        problems = index_support.problems(index_data, data)
+        if problems:
+            self.fail("the index left by the kill is not valid: %s" % "; ".join(problems[:3]))
+            return False
+        return True
 
     def check(self, log):
         """Check the database against the log, then write after the recovery and check again."""
@@ -316,6 +446,8 @@ class Harness:
             return
         if caught:
             self.counts["torn tails"] += 1
+        if self.workload == "index" and not self.same_without_the_index(recovered):
+            return
         prefixes = matching_prefixes(self.model, log.operations, recovered, low)
         if not prefixes:
             self.fail(describe_mismatch(self.model, log.operations, recovered, low))
@@ -324,6 +456,27 @@ class Harness:
         self.model = recovered
         self.write_after_recovery()
 
+    def same_without_the_index(self, recovered):
+        """The pure kernel, which never reads the index, finds what the kernel under test did."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", semidbm.TornTailWarning)
+                with db.open_with(_kernel.load("python"), self.path, "r") as database:
+                    replayed = dict(database.items())
+                with db.open_with(self.kernel, self.path, "r") as database:
+                    if database.index_covered:
+                        self.counts["opens that used the index"] += 1
+        except Exception as exc:  # noqa: BLE001
+            self.fail("the database does not open after the kill: %r" % exc)
+            return False
+        if replayed != recovered:
+            self.fail("%d keys read with the index, %d replaying the log; they differ at %r" % (
+                len(recovered), len(replayed),
+                sorted(key for key in recovered.keys() | replayed.keys()
+                       if recovered.get(key) != replayed.get(key))[:5]))
+            return False
+        return True
+
     def write_after_recovery(self):
         """Open for writing (cutting any torn tail), write, close; the next open must see it."""
         expected = dict(self.model)
@@ -331,6 +484,12 @@ class Harness:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", semidbm.TornTailWarning)
                 database = db.open_with(self.kernel, self.path, "w", buffer_size=self.buffer_size)
+                if self.workload == "index" and os.path.exists(
+                    os.path.join(self.path, index_support.INDEX_TEMP_NAME)
+                ):
+                    database.close()
+                    self.fail("the writer left the index.new of the killed one")
+                    return
                 with database:
                     for _ in range(3):
                         key = b"k%d" % self.rng.randrange(KEYSPACE)
@@ -367,13 +526,16 @@ def main(argv=None):
     parser.add_argument("--buffer-size", type=int, action="append",
                         help="buffer sizes to run (default: 0 and the default buffer)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workload", choices=WORKLOADS, default="default",
+                        help="index: kills aimed at the index file's writes (compiled kernel)")
     parser.add_argument("--keep", action="store_true", help="keep the database directories")
     options = parser.parse_args(argv)
     failed = False
     for kernel_name in options.kernel or ["cython", "python"]:
         for buffer_size in options.buffer_size or [0, DEFAULT_BUFFER_SIZE]:
             place = tempfile.mkdtemp(prefix="semidbm-crash-db-")
-            harness = Harness(os.path.join(place, "db"), kernel_name, buffer_size, options.seed)
+            harness = Harness(os.path.join(place, "db"), kernel_name, buffer_size, options.seed,
+                              options.workload)
             started = time.perf_counter()
             try:
                 failures = harness.run(options.kills)
@@ -395,8 +557,8 @@ def main(argv=None):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["writer"]:
-        path, log_path, kernel_name, buffer_size, seed, first_seed, aim = sys.argv[2:]
+        path, log_path, kernel_name, buffer_size, seed, first_seed, aim, workload = sys.argv[2:]
         writer(path, log_path, kernel_name, int(buffer_size), int(seed), int(first_seed),
-               aim == "1")
+               aim == "1", workload)
     else:
         sys.exit(main())

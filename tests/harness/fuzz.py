@@ -19,6 +19,22 @@ a memory error in the compiled kernel aborts the process.
 while on random inputs, reports how many it tried and what they did,
 and can save one input for each new kind of answer (the regression
 corpus in tests/corpus/hostile came from such runs).
+
+Hostile index files (``--index``; docs/FORMAT.md, "The index file"): a
+valid data file with an ``index`` the compiled kernel wrote, then
+damaged: bytes flipped or overwritten, the file cut or extended, in the
+header, the samples, the slots or their checksums; header fields and
+slots set to other values. Some inputs then have every CRC-32 computed
+again, so that the damage passes checks 1 and 3 and only what the
+document says catches it is left to catch it. ``check_index`` reads the
+database with the compiled kernel (every key looked up, then iterated),
+writes and compacts it, and refreshes a reader: no crash, the open
+either works or raises ``semidbm.error``, and every answer is the log's
+(the pure kernel, which never reads the index, says what that is).
+Forged inputs go further: ``covered``, ``count`` or the seed set to
+other values with the samples made to match as well, which passes
+checks 1 to 3 honestly; such an index may lie in ways no check catches,
+so only a crash, a hang or an answer that is not a value is a failure.
 """
 
 import argparse
@@ -38,8 +54,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import db
-from semidbm.format import HEADER
+from semidbm import _kernel, db
+from semidbm.format import HEADER, INDEX_NAME
+
+from .. import index_support
 
 # Both kernels; only the pure-Python one when testing an install built
 # without the extension (SEMIDBM_NO_EXTENSIONS, see tests/conftest.py).
@@ -154,7 +172,9 @@ def write_compact_reopen(kernel, path):
             except semidbm.DBMChecksumError:
                 damaged.append(key)  # compaction copies records as they are
     with open(os.path.join(path, "data"), "rb") as handle:
-        return sorted(os.listdir(path)), hashlib.sha256(handle.read()).hexdigest(), damaged
+        # The compiled kernel's index file is its own (the pure one writes none).
+        files = sorted(set(os.listdir(path)) - {INDEX_NAME})
+        return files, hashlib.sha256(handle.read()).hexdigest(), damaged
 
 
 def examine(kernel, path, data):
@@ -240,11 +260,380 @@ def fuzz_target(run):
     return target
 
 
+# --- hostile index files ---
+
+#: Where in an index file a change lands: ``(start, end)`` for a file of ``capacity`` slots.
+INDEX_REGIONS = {
+    "fields": lambda capacity: (0, index_support.SAMPLES_AT),
+    "samples": lambda capacity: (
+        index_support.SAMPLES_AT,
+        index_support.SAMPLES_AT + index_support.SAMPLE.size * index_support.SAMPLE_COUNT,
+    ),
+    "header": lambda capacity: (0, index_support.HEADER_SIZE),
+    "slots": lambda capacity: (
+        index_support.HEADER_SIZE, index_support.HEADER_SIZE + index_support.SLOT_SIZE * capacity
+    ),
+    "checksums": lambda capacity: (
+        index_support.HEADER_SIZE + index_support.SLOT_SIZE * capacity,
+        index_support.file_size(capacity),
+    ),
+    "anywhere": lambda capacity: (0, index_support.file_size(capacity)),
+}
+
+#: Header fields a resealed change may set: each is caught by check 1 or 2 whatever its
+#: new value. (A new seed, count or capacity with every CRC right is a well-formed index
+#: that lies: no check is meant to catch that, see FORMAT.md.)
+CHECKED_FIELDS = {
+    "magic": ("8s", 0),
+    "version": ("I", 8),
+    "header size": ("I", 12),
+    "covered": ("Q", 24),
+    "slot size": ("I", 48),
+    "slots per block": ("I", 52),
+    "number of samples": ("I", 56),
+    "zero": ("I", 60),
+}
+
+field_values = st.one_of(
+    st.integers(0, 2**64 - 1),
+    st.sampled_from([0, 1, 2, 7, 8, 15, 16, 255, 4095, 4096, 4097, 2**31, 2**32 - 1, 2**63]),
+)
+
+#: Where a resealed slot change points a key's slot (the hash kept): by a name
+#: ``index_slot_offset`` resolves against the data file.
+SLOT_TARGETS = ("number", "covered", "past covered", "header", "record + delta",
+                "delete record", "another key's record", "inside a value")
+
+index_changes = st.one_of(
+    st.tuples(st.just("flip"), st.sampled_from(sorted(INDEX_REGIONS)), st.integers(0, 2**32),
+              st.integers(0, 7)),
+    st.tuples(st.just("write"), st.sampled_from(sorted(INDEX_REGIONS)), st.integers(0, 2**32),
+              st.binary(min_size=1, max_size=12)),
+    st.tuples(st.just("truncate"), st.sampled_from(sorted(INDEX_REGIONS)), st.integers(0, 2**32)),
+    st.tuples(st.just("extend"), st.sampled_from(sorted(INDEX_REGIONS)), st.integers(0, 2**32),
+              st.binary(min_size=1, max_size=16)),
+)
+
+resealed_changes = st.one_of(
+    st.tuples(st.just("field"), st.sampled_from(sorted(CHECKED_FIELDS)), field_values),
+    st.tuples(st.just("sample"), st.integers(0, 31), st.integers(0, 15), st.integers(1, 255)),
+    st.tuples(st.just("slot"), st.integers(0, 2**32), st.sampled_from(SLOT_TARGETS),
+              st.integers(0, 2**64 - 1)),
+)
+
+#: Header fields a forged change sets, the samples made to match the new ``covered``.
+FORGED_FIELDS = ("covered", "count", "seed")
+
+forged_changes = st.one_of(
+    st.tuples(st.just("forge"), st.sampled_from(FORGED_FIELDS), field_values),
+    resealed_changes,
+)
+
+#: An input: the base database's name, the changes, and the mode: False (damage
+#: only), True (every CRC computed again) or "forged" (the samples as well).
+hostile_indexes = st.one_of(
+    st.tuples(st.sampled_from(["one block", "three blocks"]),
+              st.lists(index_changes, min_size=1, max_size=4), st.just(False)),
+    st.tuples(st.sampled_from(["one block", "three blocks"]),
+              st.lists(resealed_changes, min_size=1, max_size=3), st.just(True)),
+    st.tuples(st.sampled_from(["one block", "three blocks"]),
+              st.lists(forged_changes, min_size=1, max_size=3), st.just("forged")),
+)
+
+_bases = {}
+#: The seed of the bases' indexes.
+SEED = 0x0123456789ABCDEF
+
+
+class IndexBase:
+    """A small valid database with an index, and its contents.
+
+    Its log has overwrites and deletes before ``covered`` and a tail
+    after it (written after the compaction that wrote the index). The
+    compiled kernel's index must be valid (tests/index_support.py checks
+    it against the document); the base then holds the same index built
+    with a fixed seed, so that an input does the same in every process
+    (a compaction draws a new seed each time).
+    """
+
+    def __init__(self, keys):
+        place = scratch_directory()
+        try:
+            path = os.path.join(place, "db")
+            compiled = _kernel.load("cython")
+            with db.open_with(compiled, path, "c") as database:
+                for i in range(keys):
+                    database[b"key%d" % i] = b"value %d " % i * (i % 7)
+                for i in range(0, keys, 5):
+                    database[b"key%d" % i] = b"overwritten"
+                for i in range(1, keys, 9):
+                    del database[b"key%d" % i]
+                database.compact()  # writes the index
+                for i in range(2, keys, 3):
+                    database[b"key%d" % i] = b"updated"
+                for i in range(1, keys, 9):
+                    database[b"key%d" % i] = b"deleted, then set again"
+                for i in range(3, keys, 11):
+                    del database[b"key%d" % i]
+                    database[b"new%d" % i] = b"not in the index"
+            with open(os.path.join(path, "data"), "rb") as handle:
+                self.data = handle.read()
+            with open(os.path.join(path, INDEX_NAME), "rb") as handle:
+                self.index = handle.read()
+            with db.open_with(_kernel.load("python"), path, "r") as database:
+                self.contents = dict(database.items())
+        finally:
+            shutil.rmtree(place)
+        assert index_support.problems(self.index, self.data) == []
+        parsed = index_support.Index.parse(self.index)
+        rebuilt = index_support.build(self.data, parsed.covered, seed=SEED)
+        self.index = rebuilt.encode()
+        self.slots = rebuilt.slots
+        self.capacity = parsed.capacity
+        self.covered = parsed.covered
+        assert len(self.index) == len(parsed.encode()) and self.covered < len(self.data)
+        self.records = list(index_support.records(self.data))
+        self.absent = [b"key%d" % i for i in range(3, keys, 11)] + [b"never", b""]
+
+
+def index_base(name):
+    """The base database called ``name``, made once per process."""
+    if name not in _bases:
+        _bases[name] = IndexBase({"one block": 40, "three blocks": 1500}[name])
+    return _bases[name]
+
+
+def index_slot_offset(base, at, target, number):
+    """Where a resealed change points slot ``at``, or None to leave it (see SLOT_TARGETS).
+
+    Never at a put record of the slot's own key, nor 0 (an empty slot):
+    an index that says a key is elsewhere or absent, with every CRC
+    right, is a lie no check can catch. The slot's key is the one the
+    base's index gives it (an earlier change may have moved it).
+    """
+    offset, _ = base.slots[at]
+    if offset == 0:
+        return None
+    (key_length,) = struct.unpack_from("!i", base.data, offset)
+    key = base.data[offset + 8 : offset + 8 + key_length]
+    if target == "number":
+        new = number
+    elif target == "covered":
+        new = base.covered
+    elif target == "past covered":
+        new = base.covered + number % (1 << 20)
+    elif target == "header":
+        new = number % 8
+    elif target == "record + delta":
+        new = offset + 1 + number % 11
+    else:
+        kinds = {
+            "delete record": [o for o, _, value, _ in base.records if value is None],
+            "another key's record": [o for o, k, value, _ in base.records
+                                     if value is not None and k != key and o < base.covered],
+            "inside a value": [o + 8 + len(k) + 1 for o, k, value, _ in base.records
+                               if value and len(value) > 1 and o < base.covered],
+        }[target]
+        if not kinds:
+            return None
+        new = kinds[number % len(kinds)]
+    same_key_puts = {o for o, k, value, _ in base.records if k == key and value is not None}
+    if new == 0 or new in same_key_puts:
+        return None
+    return new
+
+
+def damage_index(base, changes, reseal):
+    """The base's index file with ``changes`` made; every CRC-32 computed again if ``reseal``."""
+    data = bytearray(base.index)
+    if reseal:
+        index = index_support.Index.parse(bytes(data))
+        for change in changes:
+            if change[0] == "forge":
+                if change[1] == "covered":  # where check 1 lets it be
+                    index.covered = 8 + change[2] % (len(base.data) - 7)
+                elif change[1] == "count":
+                    index.count = change[2] % index.capacity
+                else:
+                    index.seed = change[2]
+            elif change[0] == "field":
+                kind, at = CHECKED_FIELDS[change[1]]
+                size = struct.calcsize("<" + kind)
+                value = change[2].to_bytes(8, "little")[:size] if kind == "8s" else change[2]
+                current = struct.unpack_from("<" + kind, index.header(), at)[0]
+                if value == current or (kind != "8s" and value >= 1 << (8 * size)):
+                    continue
+                name = {"header size": "header_size", "slot size": "slot_size",
+                        "slots per block": "block_slots", "number of samples": "sample_count"}
+                setattr(index, name.get(change[1], change[1]), value)
+            elif change[0] == "sample":
+                number, byte, mask = change[1:]
+                packed = bytearray(index_support.SAMPLE.pack(*index.samples[number]))
+                packed[byte] ^= mask
+                index.samples[number] = index_support.SAMPLE.unpack(bytes(packed))
+            else:
+                at = change[1] % index.capacity
+                new = index_slot_offset(base, at, change[2], change[3])
+                if new is not None:
+                    index.slots[at] = (new, index.slots[at][1])
+        if reseal == "forged" and index.covered <= len(base.data):
+            index.samples = index_support.samples_of(base.data, index.covered)
+        return index.encode()
+    for change in changes:
+        start, end = INDEX_REGIONS[change[1]](base.capacity)
+        end = min(end, len(data))
+        position = start + change[2] % (end - start + 1) if end >= start else len(data)
+        if change[0] == "flip" and position < len(data):
+            data[position] ^= 1 << change[3]
+        elif change[0] == "write":
+            data[position : position + len(change[3])] = change[3]
+        elif change[0] == "truncate":
+            del data[position:]
+        elif change[0] == "extend":
+            data[position:position] = change[3]
+    return bytes(data)
+
+
+def check_index(case, place):
+    """Put a hostile index beside a valid log; every answer must be the log's.
+
+    Returns a short description of what happened, for the counts.
+    """
+    name, changes, reseal = case
+    base = index_base(name)
+    index_data = damage_index(base, changes, reseal)
+    compiled = _kernel.load("cython")
+    path = os.path.join(place, "indexed")
+
+    def fresh():
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.mkdir(path)
+        with open(os.path.join(path, "data"), "wb") as handle:
+            handle.write(base.data)
+        with open(os.path.join(path, INDEX_NAME), "wb") as handle:
+            handle.write(index_data)
+
+    fresh()
+    try:
+        database = db.open_with(compiled, path, "r")
+    except semidbm.error as exc:
+        return "refused: %s" % type(exc).__name__
+    if reseal == "forged":
+        with database:
+            return survive_a_forged_index(database, path, base)
+    with database:
+        used = "used the index" if database.index_covered else "replayed the log"
+        read_like_the_log(database, base.contents, base.absent)
+        with open(os.path.join(path, "data"), "ab") as handle:
+            handle.write(_put(b"appended", b"after the open") + _delete(b"key0"))
+        database.refresh()
+        expected = dict(base.contents)
+        expected[b"appended"] = b"after the open"
+        expected.pop(b"key0", None)
+        read_like_the_log(database, expected, base.absent)
+    fresh()
+    with db.open_with(compiled, path, "w") as database:
+        expected = dict(base.contents)
+        database[b"written"] = expected[b"written"] = b"by the writer"
+        first = sorted(expected)[1]
+        del database[first]
+        del expected[first]
+        read_like_the_log(database, expected, base.absent)
+        database.compact()
+        read_like_the_log(database, expected, base.absent)
+    with db.open_with(_kernel.load("python"), path, "r") as database:
+        assert dict(database.items()) == expected, "the writer lost or changed keys"
+    with db.open_with(compiled, path, "r") as database:
+        read_like_the_log(database, expected, base.absent)
+    with open(os.path.join(path, INDEX_NAME), "rb") as handle, \
+            open(os.path.join(path, "data"), "rb") as data:
+        assert index_support.problems(handle.read(), data.read()) == []
+    return used
+
+
+def survive_a_forged_index(database, path, base):
+    """A forged index may lie; it must not crash the process or give anything but values.
+
+    Reads every key and iterates, refreshes after an append, then opens a
+    writer that writes and closes. ``semidbm.error`` is allowed anywhere.
+    """
+    used = "forged, used the index" if database.index_covered else "forged, replayed the log"
+    try:
+        for key in list(base.contents) + base.absent:
+            try:
+                assert isinstance(database[key], bytes)
+            except KeyError:
+                pass
+        assert len(database.keys()) == len(database.items()) == len(database)
+        with open(os.path.join(path, "data"), "ab") as handle:
+            handle.write(_put(b"appended", b"after the open") + _delete(b"key0"))
+        database.refresh()
+        assert len(database.keys()) == len(database)
+        with db.open_with(_kernel.load("cython"), path, "w") as writer:
+            writer[b"written"] = b"by the writer"
+            assert writer[b"written"] == b"by the writer"
+    except semidbm.error:
+        return used + ", then semidbm.error"
+    return used
+
+
+def read_like_the_log(database, contents, absent):
+    """Every key looked up first, then the rest of the mapping interface: the log's answers."""
+    for key, value in contents.items():
+        found = database[key]
+        assert found == value, (key, found, value)
+    for key in absent:
+        if key not in contents:
+            assert key not in database, key
+    assert len(database) == len(contents)
+    keys = database.keys()
+    assert len(keys) == len(set(keys)) and set(keys) == set(contents)
+    assert dict(database.items()) == contents
+
+
+def _put(key, value):
+    crc = zlib.crc32(key + value)
+    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
+
+
+def _delete(key):
+    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key))
+
+
+class IndexRun:
+    """Counts of what the hostile index files did."""
+
+    def __init__(self, place):
+        self.place = place
+        self.inputs = 0
+        self.kinds = collections.Counter()
+
+    def __call__(self, case):
+        self.kinds[("resealed, " if case[2] else "") + check_index(case, self.place)] += 1
+        self.inputs += 1
+
+
+def index_fuzz_target(run):
+    """A hypothesis test that hands each hostile index to ``run``."""
+
+    @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=hostile_indexes)
+    def target(case):
+        run(case)
+
+    return target
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--save", help="keep one input of each new kind in this directory")
+    parser.add_argument("--index", action="store_true",
+                        help="hostile index files beside a valid log, instead of data files")
     options = parser.parse_args(argv)
+    if options.index:
+        return main_index(options.seconds)
     if options.save:
         os.makedirs(options.save, exist_ok=True)
     place = scratch_directory()
@@ -262,6 +651,23 @@ def main(argv=None):
         print("  %7d  %s" % (count, name))
     if options.save:
         os.remove(os.path.join(options.save, "last-input.bin"))
+    return 0
+
+
+def main_index(seconds):
+    """``--index``: hostile index files for ``seconds``; a failure raises with its input."""
+    place = scratch_directory()
+    run = IndexRun(place)
+    target = index_fuzz_target(run).hypothesis.fuzz_one_input
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < seconds:
+            target(os.urandom(2048))
+    finally:
+        shutil.rmtree(place)
+    print("fuzz --index: %d inputs in %.0f s:" % (run.inputs, time.monotonic() - started))
+    for name, count in run.kinds.most_common():
+        print("  %7d  %s" % (count, name))
     return 0
 
 

@@ -1,0 +1,94 @@
+"""The compiled kernel at two commits, timed side by side on a preset's dbm workloads.
+
+Where ``instructions.py`` counts instructions, this times wall clock:
+for each commit it checks out a worktree and builds the compiled kernel
+there (``instructions.checkout``), then runs ``_worker.py``'s semidbm
+contender with each build in turn (old, new, old, new, ...), each run a
+fresh process on the same data, for ``--repeat`` repetitions. The table
+gives each workload's median rate (or reopen time) per commit and the
+median of the per-repetition ratios new / old (above 1 is faster), as
+``compare.py`` does: these machines are shared, and only ratios taken
+close together mean anything.
+
+    .venv/bin/python benchmarks/versus.py OLD [NEW] [--preset a|b] [--repeat R]
+
+NEW defaults to the working tree as committed at HEAD. Preset a is
+1,000,000 keys of 16 bytes with values of 100 bytes, b 1,000 keys with
+values of 100,000 bytes (see ``compare.py``).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from instructions import checkout, remove_worktrees  # benchmarks/ is on sys.path as a script
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
+
+#: Keys, value size and key size of each preset (as compare.py has them).
+PRESETS = {"a": (1_000_000, 100, 16), "b": (1_000, 100_000, 16)}
+
+
+def run_worker(source, preset, seed):
+    """One run of the semidbm contender with the kernel built in ``source``: its JSON result."""
+    keys, value_size, key_size = PRESETS[preset]
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(
+            [sys.executable, WORKER, "semidbm", "--keys", str(keys), "--value-size",
+             str(value_size), "--key-size", str(key_size), "--dir", scratch, "--seed", str(seed)],
+            env=dict(os.environ, PYTHONPATH=source),
+            stdout=subprocess.PIPE,
+            text=True,
+            check=True,
+        )
+    return json.loads(done.stdout)
+
+
+def figures(result):
+    """A run's figures by workload: rates, and the reopen's seconds."""
+    found = dict(result["ops_per_sec"])
+    found["reopen_seconds"] = result["reopen_seconds"]
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", help="the commit to compare against")
+    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="a")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    runs = {"old": [], "new": []}
+    with tempfile.TemporaryDirectory() as place:
+        try:
+            sources = {
+                name: checkout(getattr(args, name), os.path.join(place, name))
+                for name in ("old", "new")
+            }
+            for repetition in range(args.repeat):
+                for name in ("old", "new"):
+                    runs[name].append(figures(run_worker(sources[name], args.preset,
+                                                         repetition)))
+        finally:
+            remove_worktrees(place)
+    print("Preset %s, %s -> %s, medians of %d interleaved repetitions:" % (
+        args.preset, args.old, args.new, args.repeat))
+    print("| workload | old | new | new / old, faster above 1 |")
+    print("|---|---:|---:|---:|")
+    for workload in runs["old"][0]:
+        old = [run[workload] for run in runs["old"]]
+        new = [run[workload] for run in runs["new"]]
+        # A time is better smaller: its ratio is turned round, so above 1 is faster.
+        ratios = [
+            (o / n) if workload == "reopen_seconds" else (n / o) for o, n in zip(old, new)
+        ]
+        print("| %s | %.4g | %.4g | %.3f |" % (
+            workload, statistics.median(old), statistics.median(new), statistics.median(ratios)))
+
+
+if __name__ == "__main__":
+    main()

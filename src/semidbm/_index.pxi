@@ -1,0 +1,333 @@
+# The keys of the compiled kernel (included by _core.pyx): the persistent
+# index file, mapped and shared (Base), under a private table for the log
+# past what it covers (Index.table), and the updates that wait for that
+# table. A key the log past the base has set or deleted is marked in the
+# base (``shadowed``, a private bit per mapped slot): the private table
+# then has its record, or it was deleted. docs/FORMAT.md, "The index
+# file", says what the file holds and which of its bytes are trusted
+# when: here every slot is checked before its record is read, and each
+# block of slots the first time it is used.
+# A check that fails returns DAMAGED, and the Store then drops the index
+# (replays the log whole); nothing here raises for a bad file.
+
+cdef enum:
+    # What a lookup in the mapped index may find besides a slot.
+    MISSING = -1
+    DAMAGED = -2
+
+
+cdef struct Base:
+    # The index file's table, mapped read-only: ``table.slots`` points
+    # into the mapping and is never written; capacity 0 if there is none.
+    Table table
+    const char* map
+    size_t map_size
+    const char* checksums
+    uint8_t* verified     # per block: its checksum has matched
+    # Per slot, a bit: the log past the base set or deleted its key
+    # (NULL until the first).
+    uint8_t* shadowed
+    uint64_t shadowed_count
+    uint64_t covered      # the log it answers for: [0, covered)
+    uint64_t seed         # of the hash in its slots
+
+
+cdef struct Index:
+    # A Store's keys: the mapped index (base), then the private table
+    # (the keys the log from base.covered on has set).
+    Table table
+    Base base
+    uint64_t seed
+
+
+cdef inline uint64_t index_live(const Index* index) noexcept nogil:
+    """The number of live keys (a forged ``count`` below the marks counts as none)."""
+    if index.base.shadowed_count > index.base.table.count:
+        return index.table.count
+    return index.base.table.count - index.base.shadowed_count + index.table.count
+
+
+cdef inline bint base_is_shadowed(const Base* base, size_t slot) noexcept nogil:
+    """Whether the log past the base has set or deleted the key of the mapped ``slot``."""
+    return base.shadowed != NULL and (base.shadowed[slot >> 3] >> (slot & 7)) & 1
+
+
+cdef int base_shadow(Base* base, size_t slot) except -1:
+    """Mark the mapped ``slot``'s key as set or deleted by the log past the base."""
+    if base.shadowed == NULL:
+        base.shadowed = <uint8_t*>calloc((base.table.capacity + 7) // 8, 1)
+        if base.shadowed == NULL:
+            raise MemoryError("cannot allocate the index's marks")
+    if not base_is_shadowed(base, slot):
+        base.shadowed[slot >> 3] |= <uint8_t>(1 << (slot & 7))
+        base.shadowed_count += 1
+    return 0
+
+
+# --- The mapped table ---
+
+cdef bint base_verify_block(Base* base, size_t block) noexcept nogil:
+    """Whether the block ``block`` of slots matches its checksum (computed once per process)."""
+    cdef size_t first, count
+    cdef uint32_t expected
+    if base.verified[block]:
+        return True
+    first = block * BLOCK_SLOTS
+    count = base.table.capacity - first
+    if count > BLOCK_SLOTS:
+        count = BLOCK_SLOTS
+    memcpy(&expected, base.checksums + 4 * block, 4)
+    if crc32(0, <const char*>(base.table.slots + first), count * sizeof(Slot)) != expected:
+        return False
+    base.verified[block] = 1
+    return True
+
+
+cdef bint base_verify_all(Base* base) noexcept nogil:
+    """Whether every block of slots matches its checksum, and the slots in use number ``count``.
+
+    Before a walk of every key, which must agree with ``len()``.
+    """
+    cdef size_t block, slot
+    cdef uint64_t used = 0
+    for block in range((base.table.capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS):
+        if not base_verify_block(base, block):
+            return False
+    for slot in range(base.table.capacity):
+        used += base.table.slots[slot].offset != 0
+    return used == base.table.count
+
+
+cdef inline bint base_record_fits(const Base* base, uint64_t offset) noexcept nogil:
+    """Whether a slot's ``offset`` points at a put record whose bytes lie within the covered log."""
+    cdef const char* record
+    cdef int32_t key_size, value_size
+    if (base.covered < HEADER_SIZE + RECORD_OVERHEAD or offset < HEADER_SIZE
+            or offset > base.covered - RECORD_OVERHEAD):
+        return False
+    record = base.table.log.map + offset
+    key_size = <int32_t>load_be32(record)
+    value_size = <int32_t>load_be32(record + 4)
+    return (key_size >= 0 and value_size >= 0 and <uint64_t>key_size + <uint64_t>value_size
+            <= base.covered - RECORD_OVERHEAD - offset)
+
+
+cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
+    """Whether the mapped ``slot`` points at a put record within the covered log whose key has
+    the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index")."""
+    cdef uint64_t offset = base.table.slots[slot].offset
+    cdef const char* record = base.table.log.map + offset
+    return base_record_fits(base, offset) and hash_key(
+        base.seed, record + LENGTHS_SIZE, <int32_t>load_be32(record)
+    ) == base.table.slots[slot].hash
+
+
+cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size,
+                                 uint32_t hashed) noexcept nogil:
+    """The mapped slot of ``key``, MISSING, or DAMAGED if a check on the way fails.
+
+    Each block the probe enters is verified; a slot whose hash matches
+    must be sound (``base_slot_sound``: so no byte outside the covered
+    log is read, and a slot pointing at another key's record, or into
+    a record, is caught), and the probe visits each slot once at most
+    (a table without an empty slot is damaged).
+    """
+    cdef size_t index, steps = 0
+    cdef const char* record
+    if base.table.capacity == 0:
+        return MISSING
+    index = home_slot(hashed, base.table.capacity)
+    if not base.verified[index // BLOCK_SLOTS] and not base_verify_block(
+        base, index // BLOCK_SLOTS
+    ):
+        return DAMAGED
+    while True:
+        if base.table.slots[index].offset == 0:
+            return MISSING
+        if base.table.slots[index].hash == hashed:
+            if not base_record_fits(base, base.table.slots[index].offset):
+                return DAMAGED
+            record = base.table.log.map + base.table.slots[index].offset
+            if <Py_ssize_t>load_be32(record) == size and memcmp(
+                record + LENGTHS_SIZE, key, size
+            ) == 0:
+                return index
+            if not base_slot_sound(base, index):
+                return DAMAGED
+        steps += 1
+        if steps == base.table.capacity:
+            return DAMAGED
+        index = next_slot(index, base.table.capacity)
+        if index % BLOCK_SLOTS == 0 and not base.verified[index // BLOCK_SLOTS] and (
+            not base_verify_block(base, index // BLOCK_SLOTS)
+        ):
+            return DAMAGED
+
+
+cdef void base_clear(Base* base) noexcept:
+    """Let go of the mapped index: no base any more."""
+    if base.map != NULL:
+        semidbm_unmap(base.map, base.map_size)
+    free(base.verified)
+    free(base.shadowed)
+    base.map = NULL
+    base.map_size = 0
+    base.checksums = NULL
+    base.verified = NULL
+    base.shadowed = NULL
+    base.shadowed_count = 0
+    base.covered = 0
+    base.table.slots = NULL
+    base.table.capacity = 0
+    base.table.count = 0
+
+
+# --- Changes to the keys ---
+
+cdef int index_put(Index* index, uint32_t hashed, uint64_t offset) except -1:
+    """Point the key of the put record at ``offset`` at it; 0, or DAMAGED (nothing changed).
+
+    The caller has reserved a private slot for it (``table_reserve``).
+    """
+    cdef Table* table = &index.table
+    cdef const char* record = log_record(table.log, offset)
+    cdef Py_ssize_t slot = table_find(table, record + LENGTHS_SIZE,
+                                      <int32_t>load_be32(record), hashed)
+    cdef Py_ssize_t held
+    if slot >= 0:
+        table.slots[slot].offset = offset
+        return 0
+    if index.base.table.capacity:
+        held = base_find(&index.base, record + LENGTHS_SIZE, <int32_t>load_be32(record), hashed)
+        if held == DAMAGED:
+            return DAMAGED
+        if held >= 0:
+            base_shadow(&index.base, held)
+    table_place(table, -1 - slot, hashed, offset)
+    return 0
+
+
+cdef int index_delete(Index* index, uint32_t hashed, uint64_t offset) except -1:
+    """Apply the delete record at ``offset`` (during a replay); 0, or DAMAGED.
+
+    A private key goes from the private table (the base's slot of it,
+    if any, is marked already); a key only the base holds is marked; a
+    key that is not live is left so (semidbm 0.5.1 writes such deletes).
+    """
+    cdef Table* table = &index.table
+    cdef const char* record = log_record(table.log, offset)
+    cdef const char* key = record + LENGTHS_SIZE
+    cdef int32_t size = <int32_t>load_be32(record)
+    cdef Py_ssize_t held
+    cdef Py_ssize_t slot = table_find(table, key, size, hashed)
+    if slot >= 0:
+        table_remove(table, slot)
+        return 0
+    if index.base.table.capacity == 0:
+        return 0
+    held = base_find(&index.base, key, size, hashed)
+    if held == DAMAGED:
+        return DAMAGED
+    if held >= 0:
+        base_shadow(&index.base, held)
+    return 0
+
+
+# --- Updates that wait ---
+
+cdef int index_defer(Index* index, uint32_t hashed, uint64_t offset) except -1:
+    """Queue the index update for the buffered put record at ``offset``; 0, or DAMAGED.
+
+    The update of a large table costs a cache miss; queued, with its
+    slot prefetched, it is applied after the next few assignments, when
+    that memory has arrived. The caller has reserved room for every
+    queued key (``table_reserve``), so applying them never grows the
+    table. Every operation but an assignment applies the queue first.
+    DAMAGED means that applying the oldest update met a damaged index;
+    the update is queued all the same.
+    """
+    cdef Table* table = &index.table
+    cdef size_t at
+    cdef int result = 0
+    if table.pending_count == PENDING_LIMIT:
+        result = index_apply_oldest(index)
+    table_prefetch(table, hashed)
+    if index.base.table.capacity:
+        table_prefetch(&index.base.table, hashed)
+    at = (table.pending_first + table.pending_count) % PENDING_LIMIT
+    table.pending[at].hash = hashed
+    table.pending[at].offset = offset
+    table.pending_count += 1
+    return result
+
+
+cdef int index_apply_oldest(Index* index) except -1:
+    """Apply the oldest pending update; 0, or DAMAGED (the update is then dropped)."""
+    cdef Table* table = &index.table
+    cdef Slot entry = table.pending[table.pending_first]
+    table.pending_first = (table.pending_first + 1) % PENDING_LIMIT
+    table.pending_count -= 1
+    return index_put(index, entry.hash, entry.offset)
+
+
+# --- Writing an index file ---
+
+cdef int index_merge(Index* index, Slot* slots, size_t capacity) noexcept:
+    """Put every live key's slot into the empty ``slots`` (room for them all); 0 or DAMAGED.
+
+    The base's slots not marked, then the private table's: each live
+    key once, so no key is compared or read. Both tables are in the
+    order of their hashes, as ``slots`` will be: the writes advance
+    through it. The base has been verified whole (``base_verify_all``);
+    a base slot must point into the covered log.
+    """
+    cdef const Slot* entry
+    cdef size_t at
+    for at in range(index.base.table.capacity):
+        entry = &index.base.table.slots[at]
+        if entry.offset == 0 or base_is_shadowed(&index.base, at):
+            continue
+        if entry.offset < HEADER_SIZE or entry.offset >= index.base.covered:
+            return DAMAGED
+        slots_place(slots, capacity, entry[0])
+    for at in range(index.table.capacity):
+        if index.table.slots[at].offset != 0:
+            slots_place(slots, capacity, index.table.slots[at])
+    return 0
+
+
+cdef void block_checksums(const Slot* slots, size_t capacity, uint32_t* out) noexcept nogil:
+    """The CRC-32 of each block of ``BLOCK_SLOTS`` slots, in order, into ``out``."""
+    cdef size_t block = 0, first = 0, count
+    while first < capacity:
+        count = capacity - first
+        if count > BLOCK_SLOTS:
+            count = BLOCK_SLOTS
+        out[block] = crc32(0, <const char*>(slots + first), count * sizeof(Slot))
+        block += 1
+        first += count
+
+
+cdef int write_table(int out, const Slot* slots, size_t capacity) except -1:
+    """Write an index file's slots, then their block checksums, to the file ``out``."""
+    cdef size_t blocks = (capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS
+    cdef uint32_t* sums = <uint32_t*>malloc(blocks * sizeof(uint32_t) + 1)
+    if sums == NULL:
+        raise MemoryError("cannot allocate the index's checksums")
+    try:
+        block_checksums(slots, capacity, sums)
+        write_or_raise(out, <const char*>slots, capacity * sizeof(Slot))
+        write_or_raise(out, <const char*>sums, blocks * sizeof(uint32_t))
+    finally:
+        free(sums)
+    return 0
+
+
+cdef class TableBody:
+    """The body of a new index file: ``_index.install`` calls it with the file to write to."""
+
+    cdef const Slot* slots
+    cdef size_t capacity
+
+    def __call__(self, out):
+        write_table(out, self.slots, self.capacity)
