@@ -13,13 +13,20 @@ concern each, that this file includes:
   are (``Log``).
 - ``_table.pxi``: the index, an open-addressing hash table in C
   (``Table``) whose 12-byte slots hold a record's offset and a hash of
-  its key, so that it does not grow with key length. An assignment's
-  update waits in a small queue, its slot prefetched, so that a large
-  index does not stall on each.
-- ``_replay.pxi``: the index rebuild on open, in C: the log is parsed in
+  its key, so that it does not grow with key length.
+- ``_index.pxi``: the index file's table, mapped and shared (``Base``,
+  each block and slot checked as it is used), under the private table
+  for the log past it (``Index``); an assignment's update waits in a
+  small queue, its slot prefetched, so that a large index does not
+  stall on each; building the table of a new index file.
+- ``_replay.pxi``: the index rebuild, in C: the log is parsed in
   blocks, prefetched ahead, every length checked before use; the table
   is sized once from the share of the log read so far; with another
   processor free, a long log is parsed in a second thread.
+- ``_keys.pxi`` (after the ``Store`` type): the Store's use of the
+  index file: mapping and checking it, replaying the log past it,
+  dropping one that fails a check, a reader's switch to a newer one,
+  writing a new one.
 - this file: the ``Store`` type. The data file is memory-mapped, so
   reads make no system call; a writer maps more than the file holds, so
   that appends rarely remap, and touches only offsets below the end of
@@ -214,15 +221,15 @@ cdef class Store:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)
         check_header(PyBytes_FromStringAndSize(self.log.map, HEADER_SIZE), self.path)
-        self.forget_keys()
+        keys_forget(self)
         self.log.disk_end = size
-        self.attach_index(_index.load(self.directory, self.fd, size))
-        self.log.disk_end = self.replay_log(size)
+        keys_attach(self, _index.load(self.directory, self.fd, size))
+        self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:
-                self.forget_keys()
+                keys_forget(self)
                 self.log.disk_end = size  # keys are read through the mapping up to here
-                self.log.disk_end = self.replay_log(size)
+                self.log.disk_end = keys_replay_log(self, size)
             if self.writable:
                 self.unmap()  # Windows cannot cut a mapped file
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
@@ -231,174 +238,7 @@ cdef class Store:
                 self.map_file(self.log.disk_end)
         return torn_tail
 
-    cdef uint64_t replay_log(self, uint64_t size) except? 0:
-        """Replay the mapped log from where the keys end (index's end, or header) to ``size``.
-
-        Returns where the replay stopped. A mapped index that proves
-        damaged, or under which the log past it is corrupt, is dropped,
-        and the log replayed whole.
-        """
-        cdef uint64_t end
-        try:
-            end = replay(&self.index, self.log.map, 0,
-                         self.index.base.covered or HEADER_SIZE, size, self.path)
-        except DBMLoadError:
-            if self.index.base.map == NULL:
-                raise
-            end = 0
-        if end == 0:
-            self.forget_keys()
-            end = replay(&self.index, self.log.map, 0, HEADER_SIZE, size, self.path)
-        return end
-
-    cdef void forget_keys(self) noexcept:
-        """Drop every key: no mapped index, an empty private table."""
-        table_clear(&self.index.table)
-        base_clear(&self.index.base)
-        self.index_identity = None
-        self.index_written = 0
-
-    # --- the index file ---
-
-    cdef int attach_index(self, object found) except -1:
-        """Map the index file ``_index.load`` found (and checked), as ``(fd, header)``.
-
-        Without one (None, or one that cannot be mapped) there is no
-        base, and the key hash gets a new seed, which the next index
-        file keeps. The caller has forgotten the keys (``forget_keys``).
-        """
-        cdef const char* mapped
-        cdef int error = 0
-        cdef Base* base = &self.index.base
-        if found is None:
-            self.index.seed = random_seed()
-            return 0
-        fd, header = found
-        try:
-            mapped = semidbm_map(fd, _index.file_size(header.capacity), &error)
-        finally:
-            os.close(fd)
-        if mapped == NULL:  # no room to map it: do without
-            self.index.seed = random_seed()
-            return 0
-        base.verified = <uint8_t*>calloc(_index.blocks(header.capacity) or 1, 1)
-        if base.verified == NULL:
-            semidbm_unmap(mapped, _index.file_size(header.capacity))
-            raise MemoryError("cannot allocate the index's checks")
-        base.map = mapped
-        base.map_size = _index.file_size(header.capacity)
-        base.table.slots = <Slot*>(mapped + INDEX_HEADER_SIZE)
-        base.table.capacity = header.capacity
-        base.table.count = header.keys
-        base.checksums = mapped + INDEX_HEADER_SIZE + sizeof(Slot) * <size_t>header.capacity
-        base.covered = header.covered
-        base.seed = header.seed
-        self.index.seed = header.seed
-        self.index.table.version += 1
-        self.index_identity = header.identity
-        self.index_written = header.covered
-        return 0
-
-    cdef int drop_index(self) except -1:
-        """Do without the mapped index: replay the log whole, the unwritten buffer too.
-
-        Called when a check of the index fails (docs/FORMAT.md,
-        "Trusting an index"); the pending updates are records of the
-        buffer, so its replay applies them. The next index file written
-        covers everything again.
-        """
-        cdef uint64_t end
-        self.forget_keys()
-        self.index.table.pending_count = 0
-        self.index.table.version += 1
-        end = replay(&self.index, self.log.map, 0, HEADER_SIZE, self.log.disk_end, self.path)
-        if end != self.log.disk_end:
-            raise DBMError(CHANGED_UNDER % (self.path, end))
-        if self.buffer_used:
-            replay(&self.index, self.log.buffer, self.log.disk_end, self.log.disk_end,
-                   self.log.disk_end + self.buffer_used, self.path)
-        table_reserve(&self.index.table)  # what the operation under way had reserved
-        return 0
-
-    cdef int apply_pending(self) except -1:
-        """Apply every pending update, oldest first (dropping the index if it proves damaged)."""
-        while self.index.table.pending_count:
-            if index_apply_oldest(&self.index) == DAMAGED:
-                self.drop_index()
-        return 0
-
-    cdef Py_ssize_t find_key(self, const char* key, Py_ssize_t size, uint32_t hashed,
-                             uint64_t* offset) except -2:
-        """Where the key's last record is: 1 and ``offset`` set, or 0 if it is not live.
-
-        The private table first, then the mapped index (dropped if a
-        check fails: the private table then holds every key).
-        """
-        cdef Py_ssize_t slot = table_find(&self.index.table, key, size, hashed)
-        if slot >= 0:
-            offset[0] = self.index.table.slots[slot].offset
-            return 1
-        if self.index.base.table.capacity:
-            return self.find_in_base(key, size, hashed, offset)
-        return 0
-
-    cdef Py_ssize_t find_in_base(self, const char* key, Py_ssize_t size, uint32_t hashed,
-                                 uint64_t* offset) except -2:
-        """``find_key`` for a key the private table does not hold."""
-        cdef Py_ssize_t slot = base_find(&self.index.base, key, size, hashed)
-        if slot >= 0:
-            offset[0] = self.index.base.table.slots[slot].offset
-            return not base_is_shadowed(&self.index.base, slot)
-        if slot == DAMAGED:
-            self.drop_index()
-            return self.find_key(key, size, hashed, offset)
-        return 0
-
-    cdef int verify_index(self) except -1:
-        """Check every block of the mapped index now (dropping it if one fails).
-
-        Before a walk of the whole table: iteration, a compaction, a new
-        index file.
-        """
-        if self.index.base.table.capacity and not base_verify_all(&self.index.base):
-            self.drop_index()
-        return 0
-
-    cdef int write_index(self, object data_durable=None) except -1:
-        """Write an index file for the whole log, which is flushed (and fsynced, or
-        ``data_durable()`` waits for that: see ``_index.install``).
-
-        Failure to write it is not an error (docs/FORMAT.md, "Writing an
-        index"): the old file stays, or none.
-        """
-        cdef size_t capacity
-        cdef Slot* slots
-        cdef uint64_t live
-        if sys.byteorder != "little":
-            return 0
-        self.verify_index()
-        live = index_live(&self.index)
-        capacity = _index.capacity_for(live)
-        slots = <Slot*>calloc(capacity, sizeof(Slot))
-        if slots == NULL:
-            return 0
-        try:
-            if index_merge(&self.index, slots, capacity) == DAMAGED:
-                self.drop_index()  # then no base: the next try cannot meet it
-                return self.write_index(data_durable)
-            try:
-                header = _index.encode_header(self.index.seed, self.log.disk_end, live,
-                                              capacity, self.fd)
-            except OSError:
-                return 0
-            body = TableBody()
-            body.slots = slots
-            body.capacity = capacity
-            if _index.install(self.directory, self.fd, header, body, data_durable):
-                self.index_written = self.log.disk_end
-        finally:
-            free(slots)
-        return 0
+    # --- the index file (its use is in _keys.pxi) ---
 
     @property
     def index_covered(self):
@@ -469,7 +309,7 @@ cdef class Store:
         cdef int failure
         cdef Py_ssize_t done = 0
         if self.index.table.pending_count:
-            self.apply_pending()
+            keys_apply_pending(self)
         if self.buffer_used:
             if self.unsettled:
                 done = _files.written_beyond(self.fd, self.log.disk_end, self.buffer_used)
@@ -536,7 +376,7 @@ cdef class Store:
     def __len__(self):
         self.check_open()
         if self.index.table.pending_count:
-            self.apply_pending()
+            keys_apply_pending(self)
         return index_live(&self.index)
 
     def __contains__(self, key):
@@ -544,12 +384,12 @@ cdef class Store:
         cdef uint64_t offset
         self.check_open()
         if self.index.table.pending_count:
-            self.apply_pending()
+            keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
-            return self.find_key(borrowed.data, borrowed.size,
-                                 hash_key(self.index.seed, borrowed.data, borrowed.size),
-                                 &offset) == 1
+            return keys_find(self, borrowed.data, borrowed.size,
+                             hash_key(self.index.seed, borrowed.data, borrowed.size),
+                             &offset) == 1
         finally:
             give_back(&borrowed)
 
@@ -558,7 +398,7 @@ cdef class Store:
         if self.fd < 0 or self.busy:
             self.check_open()
         if self.index.table.pending_count:
-            self.apply_pending()
+            keys_apply_pending(self)
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
         borrow(key, &borrowed, "keys")
@@ -583,7 +423,7 @@ cdef class Store:
             slot = base_find(&self.index.base, key, key_size, hashed)
             if slot >= 0 and not base_is_shadowed(&self.index.base, slot):
                 offset = self.index.base.table.slots[slot].offset
-            elif slot != DAMAGED or self.find_in_base(key, key_size, hashed, &offset) != 1:
+            elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
                 raise KeyError(original)
         found = log_record(&self.log, offset)
         value_size = <int32_t>load_be32(found + 4)
@@ -625,7 +465,7 @@ cdef class Store:
                     damaged = index_put(&self.index, hashed, offset) == DAMAGED
                 if damaged:
                     # The replay of the whole log applies this record too.
-                    self.drop_index()
+                    keys_drop(self)
             finally:
                 give_back(&borrowed_value)
         finally:
@@ -637,7 +477,7 @@ cdef class Store:
         cdef Py_ssize_t slot, held = MISSING
         self.check_writable("delete")
         if self.index.table.pending_count:
-            self.apply_pending()
+            keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
             hashed = hash_key(self.index.seed, borrowed.data, borrowed.size)
@@ -645,7 +485,7 @@ cdef class Store:
             if slot < 0 and self.index.base.table.capacity:
                 held = base_find(&self.index.base, borrowed.data, borrowed.size, hashed)
                 if held == DAMAGED:
-                    self.drop_index()
+                    keys_drop(self)
                     slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)
                     held = MISSING
                 elif held >= 0 and base_is_shadowed(&self.index.base, held):
@@ -664,8 +504,8 @@ cdef class Store:
     def __iter__(self):
         self.check_open()
         if self.index.table.pending_count:
-            self.apply_pending()
-        self.verify_index()
+            keys_apply_pending(self)
+        keys_verify(self)
         return KeyIterator(self)
 
     def keys(self):
@@ -693,11 +533,11 @@ cdef class Store:
         cdef const char* record
         self.check_open()
         if self.index.table.pending_count:
-            self.apply_pending()
-        self.verify_index()
+            keys_apply_pending(self)
+        keys_verify(self)
         version = self.index.table.version
         while True:
-            offset = self.next_live(&position)
+            offset = keys_next_live(self, &position)
             if offset == 0:
                 if self.index.table.version != version:  # the index was dropped
                     return self.snapshot(keys, values)
@@ -713,34 +553,6 @@ cdef class Store:
                 result.append((PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size),
                                self.get(record + LENGTHS_SIZE, key_size, None)))
         return result
-
-    cdef uint64_t next_live(self, size_t* position) except? 0:
-        """The record of the next live key at or after ``position``, which is moved past it.
-
-        Positions run over the mapped slots (those not marked), then the
-        private slots. 0 at the end, and also if a mapped slot fails its
-        check: the index is then dropped, which the table's version shows.
-        """
-        cdef Index* index = &self.index
-        cdef size_t at
-        cdef uint64_t offset
-        while position[0] < index.base.table.capacity:
-            at = position[0]
-            position[0] += 1
-            offset = index.base.table.slots[at].offset
-            if offset == 0 or base_is_shadowed(&index.base, at):
-                continue
-            if not base_slot_sound(&index.base, at):
-                self.drop_index()
-                return 0
-            return offset
-        while position[0] - index.base.table.capacity < index.table.capacity:
-            at = position[0] - index.base.table.capacity
-            position[0] += 1
-            offset = index.table.slots[at].offset
-            if offset != 0:
-                return offset
-        return 0
 
     @property
     def closed(self):
@@ -769,7 +581,7 @@ cdef class Store:
         if with_index:
             flushing = _files.BackgroundFsync(self.fd)
             try:
-                self.write_index(lambda: flushing.wait() is None)
+                keys_write(self, lambda: flushing.wait() is None)
             finally:
                 failure = flushing.wait()
         else:
@@ -787,7 +599,7 @@ cdef class Store:
         with self.guard:
             self.check_writable("compact")
             self.flush()
-            self.verify_index()
+            keys_verify(self)
             self.busy = True
             try:
                 _compaction.write_compacted(
@@ -797,11 +609,11 @@ cdef class Store:
                 semidbm_close(self.fd)
                 self.fd = -1
                 _, failure = _compaction.install_compacted(self.directory)
-                self.forget_keys()
+                keys_forget(self)
                 try:
                     self.fd = self.directory.open_data(True)
                     self.load(self.buffer_size, False, None)
-                    self.write_index()
+                    keys_write(self)
                 except BaseException:
                     self.release()
                     raise
@@ -839,9 +651,9 @@ cdef class Store:
                 if <uint64_t>size > end - position:
                     raise DBMError(CHANGED_UNDER % (self.path, position))
                 if value_size != DELETED:
-                    if self.find_key(record + LENGTHS_SIZE, key_size,
-                                     hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
-                                     &live_offset) == 1 and live_offset == position:
+                    if keys_find(self, record + LENGTHS_SIZE, key_size,
+                                 hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
+                                 &live_offset) == 1 and live_offset == position:
                         if used + size > COMPACT_CHUNK:
                             write_or_raise(out, chunk, used)
                             used = 0
@@ -888,40 +700,13 @@ cdef class Store:
                 raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
             else:
                 try:
-                    self.switch_index(size)
+                    keys_switch(self, size)
                     if size > self.log.disk_end:
                         _files.catch_up(self.fd, self.log.disk_end, size,
                                         lambda data, base: self.replay_copy(data, base))
                 except BaseException:
                     self.release()  # a corrupt log: nothing after it can be trusted
                     raise
-
-    cdef int switch_index(self, uint64_t size) except -1:
-        """A reader's refresh: map the index file a writer has installed since, if it is newer.
-
-        The new index must pass the checks for the data file as it is now
-        (``size`` bytes) and cover more than the mapped one; the private
-        table then starts again from its end. Records the reader had read
-        are complete, so they are replayed through the mapping.
-        """
-        cdef uint64_t end = self.log.disk_end
-        identity = _index.identity(self.directory)
-        if identity is None or identity == self.index_identity:
-            return 0
-        found = _index.load(self.directory, self.fd, size)
-        if found is None or found[1].covered <= self.index.base.covered:
-            if found is not None:
-                os.close(found[0])
-            self.index_identity = identity  # not worth a look again until it changes
-            return 0
-        self.forget_keys()
-        self.attach_index(found)
-        if self.index.base.covered > end:
-            self.map_file(self.index.base.covered)
-            end = self.index.base.covered
-        self.log.disk_end = end
-        self.log.disk_end = self.replay_log(end)
-        return 0
 
     cdef uint64_t replay_copy(self, bytes data, uint64_t base) except? 0:
         """A reader's refresh: replay ``data``, a copy of the log from ``disk_end`` (``base``) on.
@@ -944,7 +729,7 @@ cdef class Store:
         try:
             end = replay(&self.index, self.log.buffer, base, base, size, self.path)
             if end == 0:  # the mapped index proved damaged
-                self.drop_index()
+                keys_drop(self)
                 end = replay(&self.index, self.log.buffer, base, base, size, self.path)
         finally:
             self.log.buffer = NULL
@@ -974,6 +759,9 @@ cdef class Store:
                 self.release()
 
 
+include "_keys.pxi"
+
+
 cdef class KeyIterator:
     """Iterates over a Store's keys (as bytes), in table order."""
 
@@ -998,10 +786,10 @@ cdef class KeyIterator:
         if store.fd < 0:
             raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
         if store.index.table.pending_count:
-            store.apply_pending()
+            keys_apply_pending(store)
         if store.index.table.version != self.version:
             raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
-        offset = store.next_live(&self.position)
+        offset = keys_next_live(store, &self.position)
         if offset == 0:
             if store.index.table.version != self.version:  # the index was dropped
                 raise RuntimeError(CHANGED_DURING_ITERATION % store.path)

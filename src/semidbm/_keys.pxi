@@ -1,0 +1,239 @@
+# How a Store finds its keys (included by _core.pyx, after the Store
+# class): the index file, mapped and checked (docs/FORMAT.md, "Trusting
+# an index"), the private table for the log past it, dropping an index
+# that fails a check, switching to a newer one on a reader's refresh,
+# and writing a new one. The structures and lookups are _index.pxi's;
+# these functions are the Store's use of them, kept out of the class.
+
+
+cdef uint64_t keys_replay_log(Store store, uint64_t size) except? 0:
+    """Replay the mapped log from where the keys end (index's end, or header) to ``size``.
+
+    Returns where the replay stopped. A mapped index that proves
+    damaged, or under which the log past it is corrupt, is dropped,
+    and the log replayed whole.
+    """
+    cdef uint64_t end
+    try:
+        end = replay(&store.index, store.log.map, 0,
+                     store.index.base.covered or HEADER_SIZE, size, store.path)
+    except DBMLoadError:
+        if store.index.base.map == NULL:
+            raise
+        end = 0
+    if end == 0:
+        keys_forget(store)
+        end = replay(&store.index, store.log.map, 0, HEADER_SIZE, size, store.path)
+    return end
+
+
+cdef void keys_forget(Store store) noexcept:
+    """Drop every key: no mapped index, an empty private table."""
+    table_clear(&store.index.table)
+    base_clear(&store.index.base)
+    store.index_identity = None
+    store.index_written = 0
+
+
+cdef int keys_attach(Store store, object found) except -1:
+    """Map the index file ``_index.load`` found (and checked), as ``(fd, header)``.
+
+    Without one (None, or one that cannot be mapped) there is no
+    base, and the key hash gets a new seed, which the next index
+    file keeps. The caller has forgotten the keys (``keys_forget``).
+    """
+    cdef const char* mapped
+    cdef int error = 0
+    cdef Base* base = &store.index.base
+    if found is None:
+        store.index.seed = random_seed()
+        return 0
+    fd, header = found
+    try:
+        mapped = semidbm_map(fd, _index.file_size(header.capacity), &error)
+    finally:
+        os.close(fd)
+    if mapped == NULL:  # no room to map it: do without
+        store.index.seed = random_seed()
+        return 0
+    base.verified = <uint8_t*>calloc(_index.blocks(header.capacity) or 1, 1)
+    if base.verified == NULL:
+        semidbm_unmap(mapped, _index.file_size(header.capacity))
+        raise MemoryError("cannot allocate the index's checks")
+    base.map = mapped
+    base.map_size = _index.file_size(header.capacity)
+    base.table.slots = <Slot*>(mapped + INDEX_HEADER_SIZE)
+    base.table.capacity = header.capacity
+    base.table.count = header.keys
+    base.checksums = mapped + INDEX_HEADER_SIZE + sizeof(Slot) * <size_t>header.capacity
+    base.covered = header.covered
+    base.seed = header.seed
+    store.index.seed = header.seed
+    store.index.table.version += 1
+    store.index_identity = header.identity
+    store.index_written = header.covered
+    return 0
+
+
+cdef int keys_drop(Store store) except -1:
+    """Do without the mapped index: replay the log whole, the unwritten buffer too.
+
+    Called when a check of the index fails (docs/FORMAT.md,
+    "Trusting an index"); the pending updates are records of the
+    buffer, so its replay applies them. The next index file written
+    covers everything again.
+    """
+    cdef uint64_t end
+    keys_forget(store)
+    store.index.table.pending_count = 0
+    store.index.table.version += 1
+    end = replay(&store.index, store.log.map, 0, HEADER_SIZE, store.log.disk_end, store.path)
+    if end != store.log.disk_end:
+        raise DBMError(CHANGED_UNDER % (store.path, end))
+    if store.buffer_used:
+        replay(&store.index, store.log.buffer, store.log.disk_end, store.log.disk_end,
+               store.log.disk_end + store.buffer_used, store.path)
+    table_reserve(&store.index.table)  # what the operation under way had reserved
+    return 0
+
+
+cdef int keys_apply_pending(Store store) except -1:
+    """Apply every pending update, oldest first (dropping the index if it proves damaged)."""
+    while store.index.table.pending_count:
+        if index_apply_oldest(&store.index) == DAMAGED:
+            keys_drop(store)
+    return 0
+
+
+cdef Py_ssize_t keys_find(Store store, const char* key, Py_ssize_t size, uint32_t hashed,
+                          uint64_t* offset) except -2:
+    """Where the key's last record is: 1 and ``offset`` set, or 0 if it is not live.
+
+    The private table first, then the mapped index (dropped if a
+    check fails: the private table then holds every key).
+    """
+    cdef Py_ssize_t slot = table_find(&store.index.table, key, size, hashed)
+    if slot >= 0:
+        offset[0] = store.index.table.slots[slot].offset
+        return 1
+    if store.index.base.table.capacity:
+        return keys_find_in_base(store, key, size, hashed, offset)
+    return 0
+
+
+cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
+                                  uint32_t hashed, uint64_t* offset) except -2:
+    """``keys_find`` for a key the private table does not hold."""
+    cdef Py_ssize_t slot = base_find(&store.index.base, key, size, hashed)
+    if slot >= 0:
+        offset[0] = store.index.base.table.slots[slot].offset
+        return not base_is_shadowed(&store.index.base, slot)
+    if slot == DAMAGED:
+        keys_drop(store)
+        return keys_find(store, key, size, hashed, offset)
+    return 0
+
+
+cdef int keys_verify(Store store) except -1:
+    """Check every block of the mapped index now (dropping it if one fails).
+
+    Before a walk of the whole table: iteration, a compaction, a new
+    index file.
+    """
+    if store.index.base.table.capacity and not base_verify_all(&store.index.base):
+        keys_drop(store)
+    return 0
+
+
+cdef int keys_write(Store store, object data_durable=None) except -1:
+    """Write an index file for the whole log, which is flushed (and fsynced, or
+    ``data_durable()`` waits for that: see ``_index.install``).
+
+    Failure to write it is not an error (docs/FORMAT.md, "Writing an
+    index"): the old file stays, or none.
+    """
+    cdef size_t capacity
+    cdef Slot* slots
+    cdef uint64_t live
+    if sys.byteorder != "little":
+        return 0
+    keys_verify(store)
+    live = index_live(&store.index)
+    capacity = _index.capacity_for(live)
+    slots = <Slot*>calloc(capacity, sizeof(Slot))
+    if slots == NULL:
+        return 0
+    try:
+        if index_merge(&store.index, slots, capacity) == DAMAGED:
+            keys_drop(store)  # then no base: the next try cannot meet it
+            return keys_write(store, data_durable)
+        try:
+            header = _index.encode_header(store.index.seed, store.log.disk_end, live,
+                                          capacity, store.fd)
+        except OSError:
+            return 0
+        body = TableBody()
+        body.slots = slots
+        body.capacity = capacity
+        if _index.install(store.directory, store.fd, header, body, data_durable):
+            store.index_written = store.log.disk_end
+    finally:
+        free(slots)
+    return 0
+
+
+cdef uint64_t keys_next_live(Store store, size_t* position) except? 0:
+    """The record of the next live key at or after ``position``, which is moved past it.
+
+    Positions run over the mapped slots (those not marked), then the
+    private slots. 0 at the end, and also if a mapped slot fails its
+    check: the index is then dropped, which the table's version shows.
+    """
+    cdef Index* index = &store.index
+    cdef size_t at
+    cdef uint64_t offset
+    while position[0] < index.base.table.capacity:
+        at = position[0]
+        position[0] += 1
+        offset = index.base.table.slots[at].offset
+        if offset == 0 or base_is_shadowed(&index.base, at):
+            continue
+        if not base_slot_sound(&index.base, at):
+            keys_drop(store)
+            return 0
+        return offset
+    while position[0] - index.base.table.capacity < index.table.capacity:
+        at = position[0] - index.base.table.capacity
+        position[0] += 1
+        offset = index.table.slots[at].offset
+        if offset != 0:
+            return offset
+    return 0
+
+
+cdef int keys_switch(Store store, uint64_t size) except -1:
+    """A reader's refresh: map the index file a writer has installed since, if it is newer.
+
+    The new index must pass the checks for the data file as it is now
+    (``size`` bytes) and cover more than the mapped one; the private
+    table then starts again from its end. Records the reader had read
+    are complete, so they are replayed through the mapping.
+    """
+    cdef uint64_t end = store.log.disk_end
+    identity = _index.identity(store.directory)
+    if identity is None or identity == store.index_identity:
+        return 0
+    found = _index.load(store.directory, store.fd, size)
+    if found is None or found[1].covered <= store.index.base.covered:
+        if found is not None:
+            os.close(found[0])
+        store.index_identity = identity  # not worth a look again until it changes
+        return 0
+    keys_forget(store)
+    keys_attach(store, found)
+    if store.index.base.covered > end:
+        store.map_file(store.index.base.covered)
+        end = store.index.base.covered
+    store.log.disk_end = end
+    store.log.disk_end = keys_replay_log(store, end)
+    return 0
