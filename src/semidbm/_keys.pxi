@@ -146,11 +146,11 @@ cdef int keys_verify(Store store) except -1:
 
 
 cdef int keys_write(Store store, object data_durable=None) except -1:
-    """Write an index file for the whole log, which is flushed (and fsynced, or
-    ``data_durable()`` waits for that: see ``_index.install``).
+    """Write an index file for the whole log, which the caller has flushed.
 
-    Failure to write it is not an error (docs/FORMAT.md, "Writing an
-    index"): the old file stays, or none.
+    The data file is fsynced already, or ``data_durable()`` waits for
+    that (see ``_index.install``). Failure to write it is not an error
+    (docs/FORMAT.md, "Writing an index"): the old file stays, or none.
     """
     cdef size_t capacity
     cdef Slot* slots
