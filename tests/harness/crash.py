@@ -122,27 +122,47 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
             print("compacting", flush=True)
             roll = 1.0
         if roll < 0.62:
-            key = b"k%d" % rng.randrange(KEYSPACE)
-            size = value_size(rng)
-            note("set %s %d %d" % (key.decode(), value_seed, size))
-            database[key] = value_of(value_seed, size)
+            set_one(database, note, rng, value_seed, value_size(rng))
             value_seed += 1
         elif roll < 0.994:
-            key = b"k%d" % rng.randrange(KEYSPACE)
-            note("del %s" % key.decode())
-            try:
-                del database[key]
-            except KeyError:
-                pass
+            delete_one(database, note, rng)
         elif roll < 0.999:
-            note("sync")
-            database.sync()
-            note("synced")
+            sync(database, note)
         else:
-            note("compact")
-            started = time.perf_counter()
-            database.compact()
-            note("compacted %.6f" % (time.perf_counter() - started))
+            compact(database, note)
+
+
+def set_one(database, note, rng, value_seed, size):
+    """Set a random key to the value of ``value_seed`` and ``size``, logged first; its length."""
+    key = b"k%d" % rng.randrange(KEYSPACE)
+    note("set %s %d %d" % (key.decode(), value_seed, size))
+    database[key] = value_of(value_seed, size)
+    return size + len(key) + 12
+
+
+def delete_one(database, note, rng):
+    """Delete a random key (present or not), logged first."""
+    key = b"k%d" % rng.randrange(KEYSPACE)
+    note("del %s" % key.decode())
+    try:
+        del database[key]
+    except KeyError:
+        pass
+
+
+def sync(database, note):
+    """``sync()``, logged before and after."""
+    note("sync")
+    database.sync()
+    note("synced")
+
+
+def compact(database, note):
+    """``compact()``, logged before and after (with its time)."""
+    note("compact")
+    started = time.perf_counter()
+    database.compact()
+    note("compacted %.6f" % (time.perf_counter() - started))
 
 
 def index_writer(database, note, rng, value_seed, aim, reopen):
@@ -168,23 +188,12 @@ def index_writer(database, note, rng, value_seed, aim, reopen):
                 print("compacting", flush=True)
                 roll = 1.0
         if roll < 0.76:
-            key = b"k%d" % rng.randrange(KEYSPACE)
-            size = index_value_size(rng)
-            note("set %s %d %d" % (key.decode(), value_seed, size))
-            database[key] = value_of(value_seed, size)
+            written += set_one(database, note, rng, value_seed, index_value_size(rng))
             value_seed += 1
-            written += size + len(key) + 12
         elif roll < 0.95:
-            key = b"k%d" % rng.randrange(KEYSPACE)
-            note("del %s" % key.decode())
-            try:
-                del database[key]
-            except KeyError:
-                pass
+            delete_one(database, note, rng)
         elif roll < 0.98:
-            note("sync")
-            database.sync()
-            note("synced")
+            sync(database, note)
         elif roll < 0.997:
             note("close")
             started = time.perf_counter()
@@ -194,10 +203,7 @@ def index_writer(database, note, rng, value_seed, aim, reopen):
             note("ready")
             written = 0
         else:
-            note("compact")
-            started = time.perf_counter()
-            database.compact()
-            note("compacted %.6f" % (time.perf_counter() - started))
+            compact(database, note)
 
 
 # --- the parent ---
