@@ -116,10 +116,12 @@ cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
     """Whether the mapped ``slot`` points at a put record within the covered log whose key has
     the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index")."""
     cdef uint64_t offset = base.table.slots[slot].offset
-    cdef const char* record = base.table.log.map + offset
-    return base_record_fits(base, offset) and hash_key(
-        base.seed, record + LENGTHS_SIZE, <int32_t>load_be32(record)
-    ) == base.table.slots[slot].hash
+    cdef const char* record
+    if not base_record_fits(base, offset):
+        return False
+    record = base.table.log.map + offset  # only once the offset is known to lie in the log
+    return hash_key(base.seed, record + LENGTHS_SIZE,
+                    <int32_t>load_be32(record)) == base.table.slots[slot].hash
 
 
 cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size,
