@@ -61,6 +61,7 @@ from . import _compaction, _files, _index, _messages, _tail
 from ._settings import (
     COMPACT_CHUNK as _COMPACT_CHUNK,
     INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
+    INDEX_TAIL_SHARE as _INDEX_TAIL_SHARE,
     PROGRESS_STEP as _PROGRESS_STEP,
     index_due,
 )
@@ -567,18 +568,19 @@ cdef class Store:
             if not self.writable and not self.owner:
                 self.check_open()
                 return
-            self.check_writable("sync")
-            self.flush()
-            self.fsync(index_due(self.index_written, self.log.disk_end, _INDEX_SYNC_SHARE))
+            self.write_out(_INDEX_SYNC_SHARE)
 
-    cdef int fsync(self, bint with_index) except -1:
-        """Flush the data file to disk; ``with_index``: write an index file meanwhile.
+    cdef int write_out(self, Py_ssize_t share) except -1:
+        """Write the buffer and fsync the data file: ``sync()``, and a writer's ``close()``.
 
-        The new index file is written and flushed while the data file's
-        fsync runs in another thread, and renamed into place only once
-        that has succeeded.
+        If the log past the last index file is long enough for a new one
+        (``_settings.index_due`` with ``share``), the new index file is
+        written and flushed while the data file's fsync runs in another
+        thread, and renamed into place only once that has succeeded.
         """
-        if with_index:
+        self.check_writable("sync")
+        self.flush()
+        if index_due(self.index_written, self.log.disk_end, share):
             flushing = _files.BackgroundFsync(self.fd)
             try:
                 keys_write(self, lambda: flushing.wait() is None)
@@ -752,9 +754,7 @@ cdef class Store:
                 return
             try:
                 if self.writable:
-                    self.check_writable("sync")
-                    self.flush()
-                    self.fsync(index_due(self.index_written, self.log.disk_end))
+                    self.write_out(_INDEX_TAIL_SHARE)
             finally:
                 self.release()
 

@@ -44,13 +44,15 @@ cdef int keys_attach(Store store, object found) except -1:
     """
     cdef const char* mapped
     cdef int error = 0
+    cdef size_t size
     cdef Base* base = &store.index.base
     if found is None:
         store.index.seed = random_seed()
         return 0
     fd, header = found
+    size = _index.file_size(header.capacity)
     try:
-        mapped = semidbm_map(fd, _index.file_size(header.capacity), &error)
+        mapped = semidbm_map(fd, size, &error)
     finally:
         os.close(fd)
     if mapped == NULL:  # no room to map it: do without
@@ -58,10 +60,10 @@ cdef int keys_attach(Store store, object found) except -1:
         return 0
     base.verified = <uint8_t*>calloc(_index.blocks(header.capacity) or 1, 1)
     if base.verified == NULL:
-        semidbm_unmap(mapped, _index.file_size(header.capacity))
+        semidbm_unmap(mapped, size)
         raise MemoryError("cannot allocate the index's checks")
     base.map = mapped
-    base.map_size = _index.file_size(header.capacity)
+    base.map_size = size
     base.table.slots = <Slot*>(mapped + INDEX_HEADER_SIZE)
     base.table.capacity = header.capacity
     base.table.count = header.keys
@@ -84,9 +86,8 @@ cdef int keys_drop(Store store) except -1:
     covers everything again.
     """
     cdef uint64_t end
-    keys_forget(store)
+    keys_forget(store)  # which also tells iterators (the table's version)
     store.index.table.pending_count = 0
-    store.index.table.version += 1
     end = replay(&store.index, store.log.map, 0, HEADER_SIZE, store.log.disk_end, store.path)
     if end != store.log.disk_end:
         raise DBMError(CHANGED_UNDER % (store.path, end))
