@@ -9,11 +9,11 @@ import mmap
 import os
 from collections import namedtuple
 
-from . import _files, _lock, db
+from . import _files, _lock, _tail, db
 from ._records import checksum_matches, walk
 from ._settings import DEFAULT_BUFFER_SIZE
 from .errors import DBMLoadError
-from .format import HEADER_SIZE, check_header, torn_tail_limit
+from .format import HEADER_SIZE, LENGTHS_SIZE, check_header, torn_tail_limit
 
 Record = namedtuple("Record", "offset key value_length size checksum_ok")
 Record.__doc__ = """One record of the log.
@@ -57,7 +57,8 @@ class DataFile:
         """Yield every complete record in log order, as :class:`Record`.
 
         When the walk ends, :attr:`end` is the offset where it stopped:
-        :attr:`size`, or the start of an incomplete last record. A record
+        :attr:`size`, the start of an incomplete last record, or where a
+        power cut left zeros (``_records.walk``). A record
         with impossible lengths raises :func:`~semidbm._records.corrupt_record`'s
         DBMLoadError. Checksums are read through a view: a large
         value is not copied.
@@ -69,6 +70,10 @@ class DataFile:
                 checksum_ok = checksum_matches(self._view, key, value_start, end)
             yield Record(start, key, value_length, end - start, checksum_ok)
             self.end = end
+
+    def head(self, offset):
+        """The lengths of the record at ``offset`` (fewer bytes if the file ends first)."""
+        return self._map[offset : offset + LENGTHS_SIZE]
 
     def close(self):
         """Release the memory map; closing again does nothing."""
@@ -96,7 +101,9 @@ class Examination:
     Damage: ``bad_checksums`` (offsets of records whose CRC-32 does not
     match, with whether each is live; only when checked), ``corrupt_at``
     (offset of a record with impossible lengths, where the walk had to
-    stop, or None) and ``tail`` (bytes after the last complete record).
+    stop, or None), ``tail`` (bytes after where the walk stopped) and
+    ``tail_lost`` (the tail starts where a power cut left zeros, so opening
+    drops it whatever its length: ``_tail.starts_lost_data``).
     ``writer_active`` says a writer held the lock: its last record may
     then be a write in progress rather than a torn tail.
     """
@@ -114,12 +121,13 @@ class Examination:
         self.corrupt_at = None
         self.tail_offset = None
         self.tail = 0
+        self.tail_lost = False
         self.writer_active = False
 
     @property
     def tail_needs_recover(self):
         """True if the tail is longer than opening drops without ``recover=True``."""
-        return self.tail > torn_tail_limit(DEFAULT_BUFFER_SIZE)
+        return self.tail > torn_tail_limit(DEFAULT_BUFFER_SIZE) and not self.tail_lost
 
     @property
     def damaged(self):
@@ -164,9 +172,10 @@ def examine(database_path, check_checksums=False, progress=None):
         except DBMLoadError as exc:  # a corrupt record
             found.corrupt_at = exc.offset
         end = data.end
-    if found.corrupt_at is None and end < found.file_size:
-        found.tail_offset = end
-        found.tail = found.file_size - end
+        if found.corrupt_at is None and end < found.file_size:
+            found.tail_offset = end
+            found.tail = found.file_size - end
+            found.tail_lost = _tail.starts_lost_data(data.head(end), found.tail)
     live_offsets = {offset for offset, _ in current.values()}
     found.bad_checksums = [(offset, offset in live_offsets) for offset in found.bad_checksums]
     found.keys = len(current)

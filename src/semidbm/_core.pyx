@@ -57,7 +57,7 @@ from posix.types cimport pid_t
 
 import sys
 
-from . import _compaction, _files, _index, _messages, _tail
+from . import _compaction, _files, _index, _messages, _records, _tail
 from ._settings import (
     COMPACT_CHUNK as _COMPACT_CHUNK,
     INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
@@ -372,6 +372,46 @@ cdef class Store:
         self.grew(size)
         return offset
 
+    cdef bytes sealed_empty(self):
+        """The record of ``b''`` and ``b''`` with its seal, for the end of the log.
+
+        It is twelve zero bytes, which must not end the log: the put and
+        delete of ``_records.seal`` follow it, in the same write
+        (``append_sealed``). Looking keys up may apply pending updates:
+        so this comes before the table makes room for the key.
+        """
+        return bytes(RECORD_OVERHEAD) + _records.seal(
+            self.log.disk_end + self.buffer_used + RECORD_OVERHEAD,
+            lambda key: self.holds(key))
+
+    cdef uint64_t append_sealed(self, bytes record) except? 0:
+        """Add ``sealed_empty``'s bytes to the log in one write; return their offset.
+
+        In the buffer, or straight to the file when larger than it.
+        """
+        cdef uint64_t offset = self.log.disk_end + self.buffer_used
+        cdef Py_ssize_t size = len(record)
+        cdef int failure
+        if self.buffer_used + size > self.buffer_size:
+            self.flush()
+        if size <= self.buffer_size:
+            memcpy(self.log.buffer + self.buffer_used, <const char*>record, size)
+            self.buffer_used += size
+            return offset
+        failure = write_all(self.fd, record, size)
+        if failure:
+            self.write_failed(failure)
+        self.grew(size)
+        return offset
+
+    cdef bint holds(self, bytes key) except -1:
+        """Whether ``key`` is live, as ``__contains__`` says, also while compacting."""
+        cdef uint64_t offset
+        if self.index.table.pending_count:
+            keys_apply_pending(self)
+        return keys_find(self, key, len(key), hash_key(self.index.seed, key, len(key)),
+                         &offset) == 1
+
     # --- the mapping interface ---
 
     def __len__(self):
@@ -446,6 +486,7 @@ cdef class Store:
         cdef uint32_t hashed
         cdef uint64_t offset
         cdef bint damaged
+        cdef bytes sealed = None
         if self.fd < 0 or self.busy or not self.writable:
             self.check_writable("write")
         borrow(key, &borrowed_key, "keys")
@@ -457,9 +498,14 @@ cdef class Store:
                 if borrowed_value.size > MAX_LENGTH:
                     raise ValueError(TOO_LONG % "values")
                 hashed = hash_key(self.index.seed, borrowed_key.data, borrowed_key.size)
+                if borrowed_key.size == 0 and borrowed_value.size == 0:
+                    sealed = self.sealed_empty()
                 table_reserve(&self.index.table)
-                offset = self.append(borrowed_key.data, borrowed_key.size,
-                                     borrowed_value.data, borrowed_value.size)
+                if sealed is not None:
+                    offset = self.append_sealed(sealed)
+                else:
+                    offset = self.append(borrowed_key.data, borrowed_key.size,
+                                         borrowed_value.data, borrowed_value.size)
                 if offset >= self.log.disk_end:
                     damaged = index_defer(&self.index, hashed, offset) == DAMAGED
                 else:
@@ -640,6 +686,8 @@ cdef class Store:
         cdef uint64_t live_offset
         cdef int32_t key_size, value_size
         cdef const char* record
+        cdef bint ends_empty = False  # the last record copied is an empty one
+        cdef uint64_t written = HEADER_SIZE  # the new file's size
         if chunk == NULL:
             raise MemoryError("cannot allocate the compaction buffer")
         try:
@@ -664,11 +712,16 @@ cdef class Store:
                         else:
                             memcpy(chunk + used, record, size)
                             used += size
+                        ends_empty = size == RECORD_OVERHEAD and value_size == 0
+                        written += size
                         if progress is not None and position + size >= next_report:
                             progress(position + size, end)
                             next_report = position + size + PROGRESS_STEP
                 position += size
             write_or_raise(out, chunk, used)
+            if ends_empty:  # docs/FORMAT.md, "Zero runs"
+                sealing = _records.seal(written, lambda key: self.holds(key))
+                write_or_raise(out, sealing, len(sealing))
         finally:
             free(chunk)
         if progress is not None:

@@ -11,10 +11,18 @@ import os
 import threading
 
 from . import _compaction, _files, _messages, _tail
-from ._records import CHECKSUM, checksum, encode_delete, encode_put, walk
+from ._records import CHECKSUM, checksum, encode_delete, encode_put, seal, walk
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import CHECKSUM_SIZE, DELETED, HEADER_SIZE, LENGTHS_SIZE, MAX_LENGTH, check_header
+from .format import (
+    CHECKSUM_SIZE,
+    DELETED,
+    EMPTY_RECORD_SIZE,
+    HEADER_SIZE,
+    LENGTHS_SIZE,
+    MAX_LENGTH,
+    check_header,
+)
 
 
 def as_bytes(item, what):
@@ -281,7 +289,13 @@ class Store:
             if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
                 what = "keys" if len(key) > MAX_LENGTH else "values"
                 raise ValueError(_messages.TOO_LONG % what)
-            self._append(key, encode_put(key, value), LENGTHS_SIZE + len(key), len(value))
+            record = encode_put(key, value)
+            if not key and not value:
+                # Twelve zero bytes, which must not end the log: sealed in the
+                # same write (docs/FORMAT.md, "Zero runs").
+                end = self._disk_end + len(self._buffer) + EMPTY_RECORD_SIZE
+                record += seal(end, self._index.__contains__)
+            self._append(key, record, LENGTHS_SIZE + len(key), len(value))
 
     def __delitem__(self, key):
         with self._guard:
@@ -294,6 +308,9 @@ class Store:
 
     def _append(self, key, record, value_start, value_length):
         """Add ``record`` of ``key`` to the log and the index (``value_length`` DELETED: a delete).
+
+        ``record`` may go on past the key's record (the seal of an empty
+        one, ``_records.seal``): it all goes in one write.
 
         As ``_interface.Store.__setitem__`` says; the record enters the
         buffer and the index with no call in between, where a signal
@@ -446,6 +463,8 @@ class Store:
                 stop = exc.offset
         if stop != total:
             raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
+        if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
+            chunk += seal(written, index.__contains__)
         _files.write_all(out, chunk)
         if progress is not None:
             progress(total, total)

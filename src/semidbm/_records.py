@@ -14,17 +14,26 @@ among them); this module raises an error with a message from
 ``_messages``, so it could not live there without an import cycle.
 """
 
+import re
 import struct
 from zlib import crc32
 
 from . import _messages
 from .errors import DBMLoadError
-from .format import CHECKSUM_SIZE, DELETED, LENGTHS_SIZE
+from .format import (
+    CHECKSUM_SIZE,
+    DELETED,
+    DISK_PAGE,
+    DISK_SECTOR,
+    EMPTY_RECORD_SIZE,
+    LENGTHS_SIZE,
+)
 
 #: A record's key length and value length: big-endian signed 32-bit.
 LENGTHS = struct.Struct("!ii")
 #: A record's trailing CRC-32: big-endian unsigned 32-bit.
 CHECKSUM = struct.Struct("!I")
+_NON_ZERO = re.compile(b"[^\\0]")
 
 
 def checksum(key, value=b""):
@@ -65,6 +74,74 @@ def corrupt_record(path, offset, key_length, value_length):
     return error
 
 
+def seal(offset, live):
+    """The records that follow an empty one ending at ``offset`` in the file: a put and a delete.
+
+    A log never ends in an empty record (twelve zero bytes: docs/FORMAT.md,
+    "Zero runs"). After one, a writer appends, in the same write, a put
+    of a key the database does not hold (``live(key)`` says whether it
+    does) with an empty value and a delete of it: they change nothing,
+    every reader (0.5.1 included) reads them, and they are not zeros. The
+    key is zero bytes, as few as can be, so that the delete reaches no
+    sector of the file (512 bytes, so no page either) that the put does
+    not: a power cut that keeps the put whole keeps the delete, and never
+    shows the key.
+    """
+    room = DISK_SECTOR - offset % DISK_SECTOR
+    size = 1
+    while live(b"\0" * size) or (
+        2 * (EMPTY_RECORD_SIZE + size) > room >= EMPTY_RECORD_SIZE + size
+    ):
+        size += 1
+    key = b"\0" * size
+    return encode_put(key, b"") + encode_delete(key)
+
+
+def _zeros(data, start, end):
+    """True if ``data`` holds only zero bytes from ``start`` to ``end``."""
+    return _NON_ZERO.search(data, start, end) is None
+
+
+def _lost_data(data, position, key_start, value_start, record_end, base):
+    """True if the record at ``position`` holds zeros a power cut left, by its checksum.
+
+    What a disk did not write reads as zeros that reach a page boundary:
+    a lost page, or a page kept as it was before the rest of it was
+    written (docs/FORMAT.md, "Lost pages"). So the checksum is read when
+    the record's last byte is zero or a page boundary inside it has a
+    zero byte on either side, and must fail. Pages count from the start
+    of the file (``data`` holds it from ``base`` on).
+    """
+    suspect = not data[record_end - 1]
+    boundary = -(-(base + position + 1) // DISK_PAGE) * DISK_PAGE - base
+    while not suspect and boundary < record_end:
+        suspect = not data[boundary - 1] or not data[boundary]
+        boundary += DISK_PAGE
+    key = data[key_start:value_start]
+    return suspect and not checksum_matches(data, key, value_start, record_end)
+
+
+def _sound(data, position, end):
+    """True if a whole record, of possible lengths and matching checksum, is at ``position``."""
+    if end - position < LENGTHS_SIZE:
+        return False
+    key_length, value_length = LENGTHS.unpack_from(data, position)
+    if key_length < 0 or value_length < DELETED:
+        return False
+    value_start = position + LENGTHS_SIZE + key_length
+    record_end = value_start + max(value_length, 0) + CHECKSUM_SIZE
+    return record_end <= end and checksum_matches(
+        data, data[position + LENGTHS_SIZE : value_start], value_start, record_end
+    )
+
+
+def _zero_run_end(data, position, end):
+    """Where the run of empty records (twelve zero bytes each) from ``position`` ends."""
+    found = _NON_ZERO.search(data, position, end)
+    stop = end if found is None else found.start()
+    return position + (stop - position) // EMPTY_RECORD_SIZE * EMPTY_RECORD_SIZE
+
+
 def walk(data, start, path, base=0, end=None):
     """Yield the complete records of ``data`` from ``start`` on, in log order.
 
@@ -74,19 +151,24 @@ def walk(data, start, path, base=0, end=None):
     value_length, end)``: where it starts, its key (what slicing ``data``
     gives), where its value starts, its value length (``DELETED`` for a
     delete record, which has no value) and where it ends, after its
-    checksum. Checksums are not read (:func:`checksum_matches` does).
+    checksum. Checksums are read only where a power cut may have left
+    zeros (:func:`checksum_matches` checks one).
 
     Each record's lengths are checked before they are used: impossible
     ones raise :func:`corrupt_record`'s DBMLoadError, with the record's
     offset in the file, naming ``path``. The walk stops at ``end``
-    (default: the end of ``data``) or at the start of a record that runs
-    past it, an incomplete last record: where the last record yielded
-    ends, or ``start`` if none was.
+    (default: the end of ``data``), at the start of a record that runs
+    past it (an incomplete last record), and where a power cut left
+    zeros (docs/FORMAT.md, "Zero runs" and "Lost pages"): at a run of
+    empty records that a sound record does not follow, and at a record
+    holding zeros the disk did not write (:func:`_lost_data`). It stops where the last record yielded ends, or
+    at ``start`` if none was.
     """
     if end is None:
         end = len(data)
     unpack_lengths = LENGTHS.unpack_from
     position = start
+    followed = start  # empty records before this one are followed by a sound record
     # The loop of the pure kernel's replay: kept to the arithmetic it needs.
     while end - position >= LENGTHS_SIZE:
         key_length, value_length = unpack_lengths(data, position)
@@ -97,5 +179,15 @@ def walk(data, start, path, base=0, end=None):
         record_end = value_start + (value_length if value_length > 0 else 0) + CHECKSUM_SIZE
         if record_end > end:
             return
+        if position >= followed and (
+            not data[record_end - 1]
+            or (base + position) // DISK_PAGE != (base + record_end - 1) // DISK_PAGE
+        ):
+            if record_end - position == EMPTY_RECORD_SIZE and _zeros(data, position, record_end):
+                followed = _zero_run_end(data, position, end)
+                if not _sound(data, followed, end):
+                    return
+            elif _lost_data(data, position, key_start, value_start, record_end, base):
+                return
         yield position, data[key_start:value_start], value_start, value_length, record_end
         position = record_end

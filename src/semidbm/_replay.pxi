@@ -5,8 +5,8 @@
 # through a ring (ParseRing) while this one updates the table; the result
 # is the same as parsing in one. Every length read from the log is
 # checked before use: a damaged file raises DBMLoadError, never reads out
-# of bounds. Checksums are not read (the torn-tail check reads them only
-# when a long tail is left over, see ``_files``).
+# of bounds. Checksums are read only where a power cut may have left
+# zeros (``lost_data``, ``sound_record``), as ``_records.walk`` does.
 
 cdef enum:
     # Records the index rebuild parses at a time (a block).
@@ -34,6 +34,8 @@ cdef enum:
     # The index rebuild sizes its table from the log's size once it has
     # read this fraction of the log (one part in so many).
     PROJECTION_SAMPLE = 16
+    # The unit in which a disk loses file data (``format.DISK_PAGE``).
+    DISK_PAGE = 4096
 
 
 # --- Parsing the log ---
@@ -55,17 +57,86 @@ cdef struct LogParser:
     uint64_t position     # of the next record, from map[0]
     uint64_t size         # where the log ends, from map[0]
     uint64_t ahead        # the log is prefetched up to here
+    uint64_t followed     # empty records before here are followed by a sound record
     bint corrupt          # stopped at a record with impossible lengths (at position):
     int32_t key_size      # its lengths
     int32_t value_size
+
+
+cdef uint64_t first_non_zero(const char* data, uint64_t start, uint64_t end) noexcept nogil:
+    """Where the first byte other than zero lies from ``start`` on (``end`` if none)."""
+    cdef uint64_t word
+    while start < end and (start & 7):
+        if data[start]:
+            return start
+        start += 1
+    while end - start >= 8:
+        memcpy(&word, data + start, 8)
+        if word:
+            break
+        start += 8
+    while start < end and not data[start]:
+        start += 1
+    return start
+
+
+cdef uint64_t zero_run_end(const char* data, uint64_t position, uint64_t size) noexcept nogil:
+    """Where the run of empty records (twelve zero bytes each) from ``position`` ends."""
+    cdef uint64_t stop = first_non_zero(data, position, size)
+    return position + (stop - position) // RECORD_OVERHEAD * RECORD_OVERHEAD
+
+
+cdef bint checksum_matches(const char* data, uint64_t position, int32_t key_size,
+                           uint64_t record_end) noexcept nogil:
+    """Whether the complete record at ``position`` ends in the CRC-32 of its key and value."""
+    return crc32(0, data + position + LENGTHS_SIZE,
+                 record_end - position - RECORD_OVERHEAD) == load_be32(data + record_end - 4)
+
+
+cdef bint sound_record(const char* data, uint64_t position, uint64_t size) noexcept nogil:
+    """True if a whole record, of possible lengths and matching checksum, is at ``position``."""
+    cdef int32_t key_size, value_size
+    cdef uint64_t record_end
+    if size - position < LENGTHS_SIZE:
+        return False
+    key_size = <int32_t>load_be32(data + position)
+    value_size = <int32_t>load_be32(data + position + 4)
+    if key_size < 0 or value_size < DELETED:
+        return False
+    record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+    if value_size != DELETED:
+        record_end += <uint64_t>value_size
+    return record_end <= size and checksum_matches(data, position, key_size, record_end)
+
+
+cdef bint lost_data(const char* data, uint64_t base, uint64_t position, int32_t key_size,
+                    uint64_t record_end) noexcept nogil:
+    """True if the record at ``position`` holds zeros a power cut left, by its checksum.
+
+    As ``_records._lost_data``: the checksum is read when the record's
+    last byte is zero or a page boundary inside it has a zero byte on
+    either side, and must fail. Pages count from the start of the file
+    (``data`` holds it from offset ``base`` on).
+    """
+    cdef bint suspect = data[record_end - 1] == 0
+    # The first boundary after the record's first byte, in the file's offsets, then in data's.
+    cdef uint64_t boundary = (base + position + DISK_PAGE) // DISK_PAGE * DISK_PAGE - base
+    while not suspect and boundary < record_end:
+        suspect = data[boundary - 1] == 0 or data[boundary] == 0
+        boundary += DISK_PAGE
+    return suspect and not checksum_matches(data, position, key_size, record_end)
 
 
 cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     """Parse up to ``REPLAY_BLOCK`` records into ``block``; return how many.
 
     Fewer than ``REPLAY_BLOCK`` means the parse is over: ``position`` is
-    then the log's size, the start of an incomplete last record, or that
-    of a corrupt record (``corrupt`` set). Every length is checked before
+    then the log's size, the start of an incomplete last record, that of
+    a corrupt record (``corrupt`` set), or where a power cut left zeros
+    (docs/FORMAT.md, "Zero runs" and "Lost pages": a run of empty records
+    no sound record follows, a record holding zeros the disk did not
+    write), as in
+    ``_records.walk``. Every length is checked before
     use. The log is a stream, but the processor's own prefetching stops
     at each page, so the next ``REPLAY_PREFETCH`` bytes are requested
     ahead of the parsing.
@@ -96,6 +167,18 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
             record_end += <uint64_t>value_size
         if record_end > size:
             break
+        if position >= parser.followed and (
+            data[record_end - 1] == 0
+            or (base + position) // DISK_PAGE != (base + record_end - 1) // DISK_PAGE
+        ):
+            if record_end - position == RECORD_OVERHEAD and (
+                first_non_zero(data, position, record_end) == record_end
+            ):
+                parser.followed = zero_run_end(data, position, size)
+                if not sound_record(data, parser.followed, size):
+                    break
+            elif lost_data(data, base, position, key_size, record_end):
+                break
         block[parsed].offset = base + position
         block[parsed].hash = hash_key(parser.seed, data + position + LENGTHS_SIZE, key_size)
         block[parsed].deleted = value_size == DELETED
@@ -270,6 +353,7 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     parser.position = position - base
     parser.size = size - base
     parser.ahead = position - base
+    parser.followed = position - base
     parser.corrupt = False
     if threaded_replay and size - position >= THREADED_REPLAY_MIN:
         ring = start_parsing()

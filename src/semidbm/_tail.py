@@ -10,24 +10,29 @@ import os
 import re
 
 from . import _files, _messages
-from ._records import checksum_matches, walk
+from ._records import LENGTHS, checksum_matches, walk
 from .errors import DBMLoadError
-from .format import CHECKSUM_SIZE, LENGTHS_SIZE, TORN_PREFIX, torn_tail_limit
+from .format import (
+    DELETED,
+    EMPTY_RECORD_SIZE,
+    LENGTHS_SIZE,
+    TORN_PREFIX,
+    torn_tail_limit,
+)
 
 #: How far back from the end of the file ``log_goes_on`` looks for a last record.
 LAST_RECORD_SEARCH = 1 << 20
 _ZERO_RUNS = re.compile(b"\\0+")
-#: The size of a record with neither key nor value bytes.
-_EMPTY_RECORD = LENGTHS_SIZE + CHECKSUM_SIZE
 
 
 def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
     """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
 
     The tail is torn, and left out, when it is no longer than one write
-    buffer, or when the file ends inside the tail's one record (a record
+    buffer, when the file ends inside the tail's one record (a record
     larger than the buffer is written straight to the file, so a killed
-    writer can leave any part of it). A writer cuts a torn tail off at
+    writer can leave any part of it), or when it starts where a power cut
+    left zeros (``starts_lost_data``), whatever its length. A writer cuts a torn tail off at
     once, keeping its bytes beside the data file. A longer tail after
     which a complete record ends the file means a damaged length inside
     the log: DBMLoadError, unless ``recover``.
@@ -41,7 +46,12 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
         return None
     path = directory.data_path
     tail = size - end
-    if tail > torn_tail_limit(buffer_size) and not recover and log_goes_on(fd, end, size, path):
+    if (
+        tail > torn_tail_limit(buffer_size)
+        and not recover
+        and not starts_lost_data(_files.read_at(fd, LENGTHS_SIZE, end), tail)
+        and log_goes_on(fd, end, size, path)
+    ):
         raise DBMLoadError(_messages.DAMAGED_LENGTH % (path, tail, end, TORN_PREFIX, end))
     if writable:
         try:
@@ -51,6 +61,26 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
             error.torn_tail = (end, tail)
             raise error from None
     return end, tail
+
+
+def starts_lost_data(head, tail):
+    """True if a torn tail of ``tail`` bytes starting with ``head`` is where a power cut left zeros.
+
+    ``head`` is the tail's first bytes (at least the lengths). The replay
+    stops before a complete record only for what a lost page leaves
+    (docs/FORMAT.md, "Zero runs" and "Lost pages"): empty records (zero
+    bytes) that no sound record follows, or a record with zeros and a
+    failing checksum. A tail that starts so is lost data, however long,
+    not a cut record.
+    """
+    if len(head) < LENGTHS_SIZE:
+        return False
+    key_length, value_length = LENGTHS.unpack_from(head)
+    if key_length == 0 and value_length == 0:
+        return True
+    if key_length < 0 or value_length < DELETED:
+        return False
+    return EMPTY_RECORD_SIZE + key_length + max(value_length, 0) <= tail
 
 
 def log_goes_on(fd, start, size, path):
@@ -67,7 +97,7 @@ def log_goes_on(fd, start, size, path):
     """
     first = max(start + 1, size - LAST_RECORD_SEARCH)
     data = _files.read_at(fd, size - first, first)
-    for run in _ZERO_RUNS.finditer(data, 0, len(data) - _EMPTY_RECORD + 1):
+    for run in _ZERO_RUNS.finditer(data, 0, len(data) - EMPTY_RECORD_SIZE + 1):
         # A key length below 2**24 starts with a zero byte; from eight zero
         # bytes on, lengths read (0, 0): only a run's last bytes can start one.
         for position in range(max(run.start(), run.end() - LENGTHS_SIZE), run.end()):
@@ -87,7 +117,7 @@ def _ends_with_a_record_from(data, position, path):
     _, key, value_start, _, end = record
     return (
         end == len(data)
-        and end - position > _EMPTY_RECORD
+        and end - position > EMPTY_RECORD_SIZE
         and checksum_matches(data, key, value_start, end)
     )
 

@@ -345,9 +345,14 @@ def run_verify(args):
             what = "opening needs recover=True, which keeps them in " + kept
         else:
             what = "opening for writing cuts them off and keeps them in " + kept
+        cause = (
+            "start with zeros a power cut left (a page the disk did not write?)"
+            if found.tail_lost
+            else "do not make a whole record (an interrupted write?)"
+        )
         print(
-            "torn tail: %s at offset %d do not make a whole record (an interrupted write?); %s"
-            % (_bytes(found.tail), found.tail_offset, what)
+            "torn tail: %s at offset %d %s; %s"
+            % (_bytes(found.tail), found.tail_offset, cause, what)
         )
     summary = "{:,} records, {:,} keys, {}".format(
         found.records, found.keys, human_bytes(found.file_size)

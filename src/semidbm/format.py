@@ -28,6 +28,13 @@ CHECKSUM_SIZE = 4
 DELETED = -1
 #: Largest key or value length the signed 32-bit fields can hold.
 MAX_LENGTH = 2**31 - 1
+#: A record with neither key nor value bytes: twelve zero bytes (docs/FORMAT.md, "Zero runs").
+EMPTY_RECORD_SIZE = LENGTHS_SIZE + CHECKSUM_SIZE
+#: The unit in which a disk keeps or loses file data at a power cut: a
+#: page it did not write reads as zeros (docs/FORMAT.md, "Lost pages").
+DISK_PAGE = 4096
+#: The smallest unit a disk writes whole (a sector): where a seal may not be split.
+DISK_SECTOR = 512
 
 DATA_NAME = "data"
 #: The temporary file a compaction writes before renaming it over ``data``.
