@@ -186,8 +186,8 @@ def test_every_cut_point_of_a_short_workload(kernel, name, tmp_path):
     checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
     try:
         points = powerloss.explore(powerloss.WORKLOADS[name], kernel, checker,
-                                   powerloss.SAFE_RULES, random.Random(name), samples=2,
-                                   place=str(tmp_path))
+                                   powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
+                                   random.Random(name), samples=2, place=str(tmp_path))
     finally:
         _remove(checker.scratch)
     assert checker.failures == [], "\n\n".join(checker.failures[:3])
@@ -255,7 +255,7 @@ def test_harness_catches_a_creation_without_the_directory_fsync(kernel, tmp_path
                for failure in failures)
 
 
-# --- what semidbm does not survive today: zeros and pages the disk did not write ---
+# --- zeros and pages the disk did not write (docs/FORMAT.md, "Zero runs", "Lost pages") ---
 
 
 def _before_fsync(trace, mark):
@@ -298,13 +298,6 @@ def _open_tree(tree, kernel, path):
             return dict(database.items())
 
 
-ZERO_TAIL = (
-    "a run of zero bytes at the end of the data file (a size that reached the disk before "
-    "its data: XFS, ext4 data=writeback) is read as records of an empty key and an empty "
-    "value (twelve zero bytes each); the fix in the kernels is pending (docs/POWERLOSS.md)"
-)
-
-
 @needs_fuse
 def test_zero_tail_is_recorded_as_the_disk_would_leave_it(kernel, tmp_path):
     tree, synced = _zero_tail_tree(kernel, tmp_path / "rec", synced_empty_key=False)
@@ -314,26 +307,21 @@ def test_zero_tail_is_recorded_as_the_disk_would_leave_it(kernel, tmp_path):
 
 
 @needs_fuse
-@pytest.mark.xfail(strict=True, reason=ZERO_TAIL)
 def test_zero_tail_after_a_sync_adds_no_phantom_empty_key(kernel, tmp_path):
     tree, synced = _zero_tail_tree(kernel, tmp_path / "rec", synced_empty_key=False)
-    # Today: {b"a": b"synced", b"": b""}, and a 4-byte torn tail (4,096 = 341 * 12 + 4).
+    # Read as records, it was {b"a": b"synced", b"": b""} and a 4-byte torn tail
+    # (4,096 = 341 * 12 + 4); the zero run is a torn tail (docs/FORMAT.md, "Zero runs").
     assert _open_tree(tree, kernel, tmp_path / "cut") == synced
 
 
 @needs_fuse
-@pytest.mark.xfail(strict=True, reason=ZERO_TAIL)
 def test_zero_tail_after_a_sync_does_not_change_the_empty_key_s_synced_value(kernel, tmp_path):
     tree, synced = _zero_tail_tree(kernel, tmp_path / "rec", synced_empty_key=True)
-    # Today the synced value of b"" is replaced by b"".
+    # Read as records, the zeros replaced the synced value of b"" by b"".
     assert _open_tree(tree, kernel, tmp_path / "cut") == synced
 
 
 @needs_fuse
-@pytest.mark.xfail(strict=True, reason=(
-    "a record whose value spans a page the disk did not write (its size did reach the disk) "
-    "is read with zeros in its value: the replay does not check checksums "
-    "(docs/POWERLOSS.md)"))
 def test_a_page_the_disk_did_not_write_changes_no_value(kernel, tmp_path):
     def run(path, journal, kernel):
         database = journal.open(kernel, path, "c", buffer_size=0)
@@ -355,3 +343,41 @@ def test_a_page_the_disk_did_not_write_changes_no_value(kernel, tmp_path):
     written = journal.operations[1][1]
     assert value is None or value == written, "b'big' holds %d bytes never written to it" % (
         sum(1 for i in range(len(written)) if value[i : i + 1] != written[i : i + 1]))
+
+
+def _ends_in_an_empty_put(path, journal, kernel):
+    """A synced empty put that the log would end in, were it not sealed."""
+    database = journal.open(kernel, path, "c", buffer_size=0)
+    journal.put(database, b"a", b"1")
+    journal.put(database, b"", b"")
+    journal.sync(database)
+    journal.close(database)
+
+
+@needs_fuse
+def test_every_cut_of_an_empty_put_that_ends_the_log_under_every_rule(kernel, tmp_path):
+    checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
+    try:
+        powerloss.explore(powerloss.Workload("empty-last", _ends_in_an_empty_put), kernel,
+                          checker, powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
+                          random.Random(3), samples=4, place=str(tmp_path))
+    finally:
+        _remove(checker.scratch)
+    assert checker.failures == [], "\n\n".join(checker.failures[:3])
+
+
+@needs_fuse
+def test_harness_catches_an_empty_put_left_unsealed(kernel, tmp_path, monkeypatch):
+    # Without its seal, the synced log ends in twelve zero bytes, which the
+    # reader takes for a torn tail: the synced b"" is lost, and the harness says so.
+    monkeypatch.setattr(semidbm._records, "seal", lambda offset, live: b"")
+    monkeypatch.setattr(semidbm._pure, "seal", lambda offset, live: b"")
+    checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
+    try:
+        powerloss.explore(powerloss.Workload("empty-last", _ends_in_an_empty_put), kernel,
+                          checker, powerloss.SAFE_RULES, random.Random(3), samples=1,
+                          place=str(tmp_path))
+    finally:
+        _remove(checker.scratch)
+    assert any("durable" in failure and "b'' is missing" in failure
+               for failure in checker.failures), checker.failures[:3]
