@@ -161,8 +161,8 @@ def walk(data, start, path, base=0, end=None):
     past it (an incomplete last record), and where a power cut left
     zeros (docs/FORMAT.md, "Zero runs" and "Lost pages"): at a run of
     empty records that a sound record does not follow, and at a record
-    holding zeros the disk did not write (:func:`_lost_data`). It stops where the last record yielded ends, or
-    at ``start`` if none was.
+    holding zeros the disk did not write (:func:`_lost_data`). It stops
+    where the last record yielded ends, or at ``start`` if none was.
     """
     if end is None:
         end = len(data)
