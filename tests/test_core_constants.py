@@ -23,6 +23,7 @@ EXPECTED = {
     "CHECKSUM_SIZE": semidbm.format.CHECKSUM_SIZE,
     "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
     "DELETED": semidbm.format.DELETED,
+    "DISK_PAGE": semidbm.format.DISK_PAGE,
     "INDEX_HEADER_SIZE": _index.HEADER_SIZE,
     "BLOCK_SLOTS": _index.BLOCK_SLOTS,
     "SLOT_SIZE": _index.SLOT_SIZE,

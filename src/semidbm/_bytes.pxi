@@ -12,6 +12,8 @@ cdef enum:
     CHECKSUM_SIZE = 4
     RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
     DELETED = -1
+    # The unit in which a disk loses file data (docs/FORMAT.md, "Lost pages").
+    DISK_PAGE = 4096
     # The index file's, as ``_index`` has them.
     INDEX_HEADER_SIZE = 4096
     BLOCK_SLOTS = 1024
@@ -25,6 +27,7 @@ def _format_constants():
         "CHECKSUM_SIZE": CHECKSUM_SIZE,
         "RECORD_OVERHEAD": RECORD_OVERHEAD,
         "DELETED": DELETED,
+        "DISK_PAGE": DISK_PAGE,
         "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
         "BLOCK_SLOTS": BLOCK_SLOTS,
         "SLOT_SIZE": sizeof(Slot),

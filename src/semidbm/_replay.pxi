@@ -34,8 +34,6 @@ cdef enum:
     # The index rebuild sizes its table from the log's size once it has
     # read this fraction of the log (one part in so many).
     PROJECTION_SAMPLE = 16
-    # The unit in which a disk loses file data (``format.DISK_PAGE``).
-    DISK_PAGE = 4096
 
 
 # --- Parsing the log ---
