@@ -660,6 +660,40 @@ WORKLOADS = {
 }
 
 
+#: The keys of the random workloads: the empty one and 30 others.
+RANDOM_KEYS = [b""] + [b"k%d" % i for i in range(30)]
+
+
+def random_steps(rng, length):
+    """The steps of a random workload, drawn with ``rng``, as tuples.
+
+    ``("put", key, value size)``; ``("delete",)``: the caller then draws
+    one of the keys present with the same ``rng``; ``("sync",)``;
+    ``("compact",)``; ``("reopen", compact, flag)``: close (compacting or
+    not) and open with ``'w'`` or ``'n'``; ``("refresh",)``: sync, and a
+    reader refreshes. ``tests/harness/powerpeers.py`` draws the same
+    steps for the other stores.
+    """
+    for _ in range(length):
+        roll = rng.random()
+        if roll < 0.55:
+            size = rng.choice([0, rng.randrange(1, 100), rng.randrange(100, 6000)])
+            if rng.random() < 0.03:
+                size = rng.randrange(10_000, 300_000)
+            yield "put", rng.choice(RANDOM_KEYS), size
+        elif roll < 0.70:
+            yield ("delete",)
+        elif roll < 0.80:
+            yield ("sync",)
+        elif roll < 0.84:
+            yield ("compact",)
+        elif roll < 0.90:
+            compact = rng.random() < 0.3
+            yield "reopen", compact, "n" if rng.random() < 0.2 else "w"
+        else:
+            yield ("refresh",)
+
+
 def random_workload(seed, length):
     """A long random workload: ``length`` steps of writes, deletes, syncs, compactions,
     closes and reopens (with ``'w'`` and now and then ``'n'``), and a reader's refreshes.
@@ -673,30 +707,24 @@ def random_workload(seed, length):
     def run(path, journal, kernel):
         rng = random.Random(seed)
         buffer_size = rng.choice([0, 100, 4096, DEFAULT_BUFFER_SIZE])
-        keys = [b""] + [b"k%d" % i for i in range(30)]
         database = journal.open(kernel, path, "c", buffer_size=buffer_size)
         reader = None
         try:
-            for _ in range(length):
-                roll = rng.random()
-                if roll < 0.55:
-                    size = rng.choice([0, rng.randrange(1, 100), rng.randrange(100, 6000)])
-                    if rng.random() < 0.03:
-                        size = rng.randrange(10_000, 300_000)
-                    journal.put(database, rng.choice(keys), journal.value(size))
-                elif roll < 0.70:
+            for step in random_steps(rng, length):
+                if step[0] == "put":
+                    journal.put(database, step[1], journal.value(step[2]))
+                elif step[0] == "delete":
                     present = database.keys()
                     if present:
                         journal.delete(database, rng.choice(sorted(present)))
-                elif roll < 0.80:
+                elif step[0] == "sync":
                     journal.sync(database)
-                elif roll < 0.84:
+                elif step[0] == "compact":
                     journal.compact(database)
-                elif roll < 0.90:
-                    journal.close(database, compact=rng.random() < 0.3)
-                    flag = "n" if rng.random() < 0.2 else "w"
-                    database = journal.open(kernel, path, flag, buffer_size=buffer_size)
-                else:
+                elif step[0] == "reopen":
+                    journal.close(database, compact=step[1])
+                    database = journal.open(kernel, path, step[2], buffer_size=buffer_size)
+                else:  # refresh
                     journal.sync(database)
                     if reader is None:
                         reader = db.open_with(kernel, path, "r")
@@ -892,21 +920,25 @@ class Checker:
         return problems
 
 
-def explore(workload, kernel, checker, rules, rng, samples=2, cuts=None, place=None):
-    """Record ``workload`` on ``kernel``, then check the trees at its cut points.
-
-    Every cut point, or ``cuts`` of them drawn at random; at each, one
-    tree for each fixed rule and ``samples`` draws of each random one.
-    Failures go to ``checker.failures``; returns the number of cut points.
-    """
+def record_in(workload, writer, place=None):
+    """``record``, in ``place`` or else in a scratch directory removed afterwards."""
     own_place = place is None
     place = place or tempfile.mkdtemp(prefix="powerloss-")
     try:
-        initial, trace, journal = record(workload, kernel, place)
+        return record(workload, writer, place)
     finally:
         if own_place:
             shutil.rmtree(place, ignore_errors=True)
-    checker.count("trace operations", len(trace))
+
+
+def cut_points(initial, trace, rng, cuts=None):
+    """The states of a recorded run at its cut points: ``(position, disk, expectation)``.
+
+    Every boundary between two recorded operations that are not notes, or
+    ``cuts`` of them drawn with ``rng``. ``disk`` is the model with the
+    trace up to ``position`` applied, ``expectation`` what its notes say:
+    both change after each step, so use them before the next.
+    """
     points = [k for k in range(len(trace) + 1) if k == len(trace) or trace[k][0] != "mark"]
     if cuts is not None and cuts < len(points):
         points = sorted(rng.sample(points, cuts))
@@ -915,15 +947,30 @@ def explore(workload, kernel, checker, rules, rng, samples=2, cuts=None, place=N
     expectation = Expectation(exists=DB_NAME in initial)
     for position in range(len(trace) + 1):
         if position in chosen:
-            checker.count("cut points")
-            _check_cut(workload, checker, disk, expectation, journal, rules, rng, samples,
-                       trace[max(0, position - 3) : position])
+            yield position, disk, expectation
         if position < len(trace):
             op = trace[position]
             disk.apply(op)
             if op[0] == "mark":
                 expectation.note(op[1])
-    return len(points)
+
+
+def explore(workload, kernel, checker, rules, rng, samples=2, cuts=None, place=None):
+    """Record ``workload`` on ``kernel``, then check the trees at its cut points.
+
+    Every cut point, or ``cuts`` of them drawn at random; at each, one
+    tree for each fixed rule and ``samples`` draws of each random one.
+    Failures go to ``checker.failures``; returns the number of cut points.
+    """
+    initial, trace, journal = record_in(workload, kernel, place)
+    checker.count("trace operations", len(trace))
+    points = 0
+    for position, disk, expectation in cut_points(initial, trace, rng, cuts):
+        points += 1
+        checker.count("cut points")
+        _check_cut(workload, checker, disk, expectation, journal, rules, rng, samples,
+                   trace[max(0, position - 3) : position])
+    return points
 
 
 def _check_cut(workload, checker, disk, expectation, journal, rules, rng, samples, recent):
