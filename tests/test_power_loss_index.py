@@ -24,7 +24,7 @@ from .conftest import compiled_only
 from .harness import powerloss
 from .test_power_loss import _remove, needs_fuse
 
-#: Every rule, the safe ones and those semidbm's log does not survive today.
+#: Every rule, the safe ones and the hazard ones.
 ALL_RULES = powerloss.SAFE_RULES + powerloss.HAZARD_RULES
 #: The safe rules as ``Checker.kinds`` names them.
 SAFE = {"%s/%s" % rule for rule in powerloss.SAFE_RULES}
