@@ -486,3 +486,21 @@ def test_compacted_case_has_orders_that_differ():
     assert model_data_file(ops, writer="ours") != model_data_file(ops, writer="v051")
     ops = CASES["compacted_same_order"]["ops"]
     assert model_data_file(ops, writer="ours") == model_data_file(ops, writer="v051")
+
+
+@pytest.mark.parametrize("buffer_size", [0, 1 << 20])
+def test_v051_reads_an_empty_put_with_its_seal(dbopen, buffer_size, tmp_path):
+    # The put and delete after b"" = b"" (docs/FORMAT.md, "Zero runs") are ordinary
+    # records to 0.5.1, written and compacted alike.
+    path = tmp_path / "ours.db"
+    with dbopen(path, "c", buffer_size=buffer_size) as db:
+        db[b"\0"] = b"held, so the seal's key is longer"
+        db[b""] = b""
+        want = {b"\0": b"held, so the seal's key is longer", b"": b""}
+        assert read_with_v051(path) == (want if buffer_size == 0 else {})
+        db.sync()
+        assert read_with_v051(path) == want
+        del db[b"\0"]
+        db.compact()
+        assert (path / "data").read_bytes().endswith(delete_record(b"\0"))
+        assert read_with_v051(path) == {b"": b""}
