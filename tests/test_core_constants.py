@@ -24,6 +24,7 @@ EXPECTED = {
     "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
     "DELETED": semidbm.format.DELETED,
     "DISK_PAGE": semidbm.format.DISK_PAGE,
+    "DISK_SECTOR": semidbm.format.DISK_SECTOR,
     "INDEX_HEADER_SIZE": _index.HEADER_SIZE,
     "BLOCK_SLOTS": _index.BLOCK_SLOTS,
     "SLOT_SIZE": _index.SLOT_SIZE,

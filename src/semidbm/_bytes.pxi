@@ -12,8 +12,10 @@ cdef enum:
     CHECKSUM_SIZE = 4
     RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
     DELETED = -1
-    # The unit in which a disk loses file data (docs/FORMAT.md, "Lost pages").
+    # The unit in which a disk loses file data (docs/FORMAT.md, "Lost pages"),
+    # and the smallest it writes whole (a seal stays within it: "Zero runs").
     DISK_PAGE = 4096
+    DISK_SECTOR = 512
     # The index file's, as ``_index`` has them.
     INDEX_HEADER_SIZE = 4096
     BLOCK_SLOTS = 1024
@@ -28,6 +30,7 @@ def _format_constants():
         "RECORD_OVERHEAD": RECORD_OVERHEAD,
         "DELETED": DELETED,
         "DISK_PAGE": DISK_PAGE,
+        "DISK_SECTOR": DISK_SECTOR,
         "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
         "BLOCK_SLOTS": BLOCK_SLOTS,
         "SLOT_SIZE": sizeof(Slot),

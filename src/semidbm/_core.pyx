@@ -52,12 +52,12 @@ from libc.errno cimport EINTR, errno
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from posix.types cimport pid_t
 
 import sys
 
-from . import _compaction, _files, _index, _messages, _records, _tail
+from . import _compaction, _files, _index, _messages, _tail
 from ._settings import (
     COMPACT_CHUNK as _COMPACT_CHUNK,
     INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
@@ -372,17 +372,58 @@ cdef class Store:
         self.grew(size)
         return offset
 
-    cdef bytes sealed_empty(self):
-        """The record of ``b''`` and ``b''`` with its seal, for the end of the log.
+    cdef bytes sealed_empty(self, uint64_t offset):
+        """The record of ``b''`` and ``b''``, at ``offset`` in the file, with its seal.
 
         It is twelve zero bytes, which must not end the log: the put and
-        delete of ``_records.seal`` follow it, in the same write
-        (``append_sealed``). Looking keys up may apply pending updates:
-        so this comes before the table makes room for the key.
+        delete of ``_records.seal`` follow it, by the same rule, in the
+        same write (``append_sealed``). Built here in C, with no Python
+        code run between choosing the seal's key and appending it: no
+        other thread can make that key live meanwhile. Looking keys up may
+        apply pending updates, so this comes before the table makes room.
         """
-        return bytes(RECORD_OVERHEAD) + _records.seal(
-            self.log.disk_end + self.buffer_used + RECORD_OVERHEAD,
-            lambda key: self.holds(key))
+        cdef uint64_t end = offset + RECORD_OVERHEAD
+        cdef Py_ssize_t room = DISK_SECTOR - <Py_ssize_t>(end % DISK_SECTOR)
+        cdef Py_ssize_t size = 1
+        cdef Py_ssize_t record_size
+        cdef bytes sealed
+        cdef char* out
+        cdef uint32_t crc
+        while self.holds_zeros(size) or (
+            2 * (RECORD_OVERHEAD + size) > room >= RECORD_OVERHEAD + size
+        ):
+            size += 1
+        record_size = RECORD_OVERHEAD + size
+        sealed = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + 2 * record_size)
+        out = PyBytes_AS_STRING(sealed)
+        memset(out, 0, RECORD_OVERHEAD + 2 * record_size)
+        out += RECORD_OVERHEAD
+        crc = crc32(0, out + LENGTHS_SIZE, size)  # of the key's zero bytes
+        encode_header(out, size, 0)
+        store_be32(out + LENGTHS_SIZE + size, crc)
+        encode_header(out + record_size, size, DELETED)
+        store_be32(out + record_size + LENGTHS_SIZE + size, crc)
+        return sealed
+
+    cdef int write_seal(self, int out, uint64_t offset) except -1:
+        """Seal the empty record a compaction wrote last, at ``offset`` of the file ``out``."""
+        cdef bytes sealed = self.sealed_empty(offset)
+        return write_or_raise(out, PyBytes_AS_STRING(sealed) + RECORD_OVERHEAD,
+                              len(sealed) - RECORD_OVERHEAD)
+
+    cdef bint holds_zeros(self, Py_ssize_t size) except -1:
+        """Whether the key of ``size`` zero bytes is live (applying pending updates first)."""
+        cdef char* key = <char*>calloc(size, 1)
+        cdef uint64_t offset
+        if key == NULL:
+            raise MemoryError("cannot allocate a key of %d bytes" % size)
+        try:
+            if self.index.table.pending_count:
+                keys_apply_pending(self)
+            return keys_find(self, key, size, hash_key(self.index.seed, key, size),
+                             &offset) == 1
+        finally:
+            free(key)
 
     cdef uint64_t append_sealed(self, bytes record) except? 0:
         """Add ``sealed_empty``'s bytes to the log in one write; return their offset.
@@ -403,14 +444,6 @@ cdef class Store:
             self.write_failed(failure)
         self.grew(size)
         return offset
-
-    cdef bint holds(self, bytes key) except -1:
-        """Whether ``key`` is live, as ``__contains__`` says, also while compacting."""
-        cdef uint64_t offset
-        if self.index.table.pending_count:
-            keys_apply_pending(self)
-        return keys_find(self, key, len(key), hash_key(self.index.seed, key, len(key)),
-                         &offset) == 1
 
     # --- the mapping interface ---
 
@@ -499,7 +532,7 @@ cdef class Store:
                     raise ValueError(TOO_LONG % "values")
                 hashed = hash_key(self.index.seed, borrowed_key.data, borrowed_key.size)
                 if borrowed_key.size == 0 and borrowed_value.size == 0:
-                    sealed = self.sealed_empty()
+                    sealed = self.sealed_empty(self.log.disk_end + self.buffer_used)
                 table_reserve(&self.index.table)
                 if sealed is not None:
                     offset = self.append_sealed(sealed)
@@ -644,15 +677,19 @@ cdef class Store:
 
     def compact(self, progress=None):
         """``_interface.Store.compact``: a walk of the mapped log copies the live records."""
+
+        def write_records(out):
+            empty_at = self.write_live(out, progress)
+            if empty_at:
+                self.write_seal(out, empty_at)
+
         with self.guard:
             self.check_writable("compact")
             self.flush()
             keys_verify(self)
             self.busy = True
             try:
-                _compaction.write_compacted(
-                    self.directory, self.fd, lambda out: self.write_live(out, progress)
-                )
+                _compaction.write_compacted(self.directory, self.fd, write_records)
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
@@ -670,12 +707,14 @@ cdef class Store:
             if failure is not None:
                 raise failure
 
-    cdef int write_live(self, int out, object progress) except -1:
+    cdef uint64_t write_live(self, int out, object progress) except? 0:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
         written on its own. Calls ``progress(done, total)`` as described
-        in ``_settings.PROGRESS_STEP``.
+        in ``_settings.PROGRESS_STEP``. Returns where the last record
+        copied starts if it is the empty one (``compact`` then seals it:
+        docs/FORMAT.md, "Zero runs"), else 0.
         """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
         cdef uint64_t position = HEADER_SIZE
@@ -719,14 +758,11 @@ cdef class Store:
                             next_report = position + size + PROGRESS_STEP
                 position += size
             write_or_raise(out, chunk, used)
-            if ends_empty:  # docs/FORMAT.md, "Zero runs"
-                sealing = _records.seal(written, lambda key: self.holds(key))
-                write_or_raise(out, sealing, len(sealing))
         finally:
             free(chunk)
         if progress is not None:
             progress(end, end)
-        return 0
+        return written - RECORD_OVERHEAD if ends_empty else 0
 
     def refresh(self):
         """``_interface.Store.refresh``: the new log is read into a copy (see ``replay_copy``)."""
