@@ -23,6 +23,7 @@ from semidbm._records import seal
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DISK_PAGE, DISK_SECTOR, HEADER
 
+from .conftest import compiled_only
 from .test_format import data_bytes, delete_record, put_record, write_data
 
 EMPTY = put_record(b"", b"")
@@ -127,6 +128,7 @@ def test_a_compaction_that_ends_in_the_empty_record_seals_it(dbopen, dbpath):
     assert opened(dbopen, dbpath) == ({b"": b""}, None)
 
 
+@compiled_only
 def test_both_kernels_write_the_same_seals(tmp_path):
     # Empty puts landing at every offset around a sector boundary, with the
     # shortest filler key held or not, written, then compacted.
