@@ -271,8 +271,8 @@ def _zero_tail_tree(kernel, tmp_path, synced_empty_key):
     Returns the tree, and what the database held at the sync.
     """
 
-    def run(path, journal, kernel):
-        database = journal.open(kernel, path, "c", buffer_size=0)
+    def run(journal):
+        database = journal.open("c", buffer_size=0)
         journal.put(database, b"a", b"synced")
         if synced_empty_key:
             journal.put(database, b"", b"synced value of the empty key")
@@ -323,8 +323,8 @@ def test_zero_tail_after_a_sync_does_not_change_the_empty_key_s_synced_value(ker
 
 @needs_fuse
 def test_a_page_the_disk_did_not_write_changes_no_value(kernel, tmp_path):
-    def run(path, journal, kernel):
-        database = journal.open(kernel, path, "c", buffer_size=0)
+    def run(journal):
+        database = journal.open("c", buffer_size=0)
         journal.put(database, b"a", b"synced")
         journal.sync(database)
         journal.put(database, b"big", journal.value(3 * PAGE))
@@ -345,9 +345,9 @@ def test_a_page_the_disk_did_not_write_changes_no_value(kernel, tmp_path):
         sum(1 for i in range(len(written)) if value[i : i + 1] != written[i : i + 1]))
 
 
-def _ends_in_an_empty_put(path, journal, kernel):
+def _ends_in_an_empty_put(journal):
     """A synced empty put that the log would end in, were it not sealed."""
-    database = journal.open(kernel, path, "c", buffer_size=0)
+    database = journal.open("c", buffer_size=0)
     journal.put(database, b"a", b"1")
     journal.put(database, b"", b"")
     journal.sync(database)

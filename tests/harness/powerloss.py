@@ -38,7 +38,7 @@ root (as root: the file system mounts FUSE) for long runs;
 ``tests/test_power_loss.py`` runs the short workloads at every cut point
 and a few random ones. docs/POWERLOSS.md has the commands and results.
 
-A workload is a function ``run(path, journal, kernel)`` plus the tree it
+A workload is a function ``run(journal)`` plus the tree it
 starts from (``Workload``); ``WORKLOADS`` lists the short ones. A new
 file format feature adds its workload there; its own files are checked
 by ``Workload.check``, which sees every tree. The persistent index is
@@ -163,8 +163,12 @@ class Journal:
     ``(None, None)`` the emptying that opening with ``'n'`` is.
     """
 
-    def __init__(self, marks_path, start=None):
+    def __init__(self, marks_path, kernel, path, start=None):
         self._fd = os.open(marks_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        #: The store the workload runs on (a kernel module; a peer's, in powerpeers).
+        self.kernel = kernel
+        #: Where the database is, on the recording file system.
+        self.path = path
         #: The database's contents before the workload (its initial tree's).
         self.start = dict(start or {})
         self.operations = []
@@ -189,12 +193,12 @@ class Journal:
         self.note("op %d" % (len(self.operations) - 1))
         del database[key]
 
-    def open(self, kernel, path, flag, **options):
+    def open(self, flag, **options):
         """Open the database as a writer; for ``'n'``, log the emptying first."""
         if flag == "n":
             self.operations.append((None, None))
             self.note("op %d" % (len(self.operations) - 1))
-        database = db.open_with(kernel, path, flag, **options)
+        database = db.open_with(self.kernel, self.path, flag, **options)
         if flag in "cn":
             self.note("exists")
         self.durable()
@@ -413,7 +417,13 @@ def check_index(tree, expectation, count):
 
 
 class Workload:
-    """A workload: ``run(path, journal, kernel)`` and the tree it starts from.
+    """A workload: ``run(journal)`` and the tree it starts from.
+
+    The journal (``Journal``) knows the store (``journal.kernel``) and the
+    database's path (``journal.path``); ``journal.open(flag, **options)``
+    opens it as a writer. The workloads of ``SHARED`` use only the
+    journal's operations, so ``tests/harness/powerpeers.py`` runs them on
+    other stores through a journal of its own.
 
     ``initial(kernel)`` returns ``(tree, contents)``: the file system's
     tree at the start (all durable) and the database's contents in it.
@@ -459,13 +469,14 @@ def _existing(contents, buffer_size=DEFAULT_BUFFER_SIZE, tail=b"", indexed=False
     return initial
 
 
-_SOME = {b"k%d" % i: value_of(1000 + i, 10 * i) for i in range(6)}
-_SOME[b""] = b""  # an empty key with an empty value: its record is twelve zero bytes
+#: The contents the workloads that start from a database start from.
+SOME = {b"k%d" % i: value_of(1000 + i, 10 * i) for i in range(6)}
+SOME[b""] = b""  # an empty key with an empty value: its record is twelve zero bytes
 
 
-def _create(path, journal, kernel):
+def _create(journal):
     """Create with ``'c'``, with the records of an empty key and value; sync; close."""
-    database = journal.open(kernel, path, "c")
+    database = journal.open("c")
     journal.put(database, b"a", journal.value(20))
     journal.put(database, b"", b"")
     journal.put(database, b"b", journal.value(3000))
@@ -476,9 +487,9 @@ def _create(path, journal, kernel):
     journal.close(database)
 
 
-def _unbuffered(path, journal, kernel):
+def _unbuffered(journal):
     """Every write reaches the file at once (``buffer_size=0``); syncs here and there."""
-    database = journal.open(kernel, path, "c", buffer_size=0)
+    database = journal.open("c", buffer_size=0)
     for i in range(8):
         journal.put(database, b"k%d" % (i % 5), journal.value(i * 700))
         if i in (2, 5):
@@ -488,17 +499,17 @@ def _unbuffered(path, journal, kernel):
     journal.close(database)
 
 
-def _recreate(path, journal, kernel):
+def _recreate(journal):
     """Open with ``'n'`` over a database with contents: it is emptied; then write."""
-    database = journal.open(kernel, path, "n")
+    database = journal.open("n")
     journal.put(database, b"new", journal.value(50))
     journal.put(database, b"k1", journal.value(10))
     journal.close(database)
 
 
-def _compact(path, journal, kernel):
+def _compact(journal):
     """Update and delete, ``compact()``, write more, ``close(compact=True)``."""
-    database = journal.open(kernel, path, "w")
+    database = journal.open("w")
     journal.put(database, b"k1", journal.value(100))
     journal.delete(database, b"k2")
     journal.put(database, b"big", journal.value(9000))
@@ -508,9 +519,9 @@ def _compact(path, journal, kernel):
     journal.close(database, compact=True)
 
 
-def _large(path, journal, kernel):
+def _large(journal):
     """A small buffer: records larger than it are written straight; values span pages."""
-    database = journal.open(kernel, path, "c", buffer_size=256)
+    database = journal.open("c", buffer_size=256)
     journal.put(database, b"small", journal.value(40))
     journal.put(database, b"large", journal.value(10_000))
     journal.sync(database)
@@ -520,10 +531,10 @@ def _large(path, journal, kernel):
     journal.close(database)
 
 
-def _reader(path, journal, kernel):
+def _reader(journal):
     """A reader's ``refresh()`` across syncs and a compaction while the writer goes on."""
-    writer = journal.open(kernel, path, "w")
-    reader = db.open_with(kernel, path, "r")
+    writer = journal.open("w")
+    reader = db.open_with(journal.kernel, journal.path, "r")
     try:
         journal.put(writer, b"k1", journal.value(64))
         journal.sync(writer)
@@ -542,11 +553,11 @@ def _reader(path, journal, kernel):
         writer.close()
 
 
-def _torn(path, journal, kernel):
+def _torn(journal):
     """Open a database that ends in a torn record: the writer cuts it off; then write."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", semidbm.TornTailWarning)
-        database = journal.open(kernel, path, "w")
+        database = journal.open("w")
     journal.put(database, b"after", journal.value(70))
     journal.close(database)
 
@@ -574,14 +585,14 @@ def _has_index(path):
 def _under_index_tail(run):
     """The workload ``run`` with ``INDEX_MIN_TAIL`` lowered while it runs (``index_tail``)."""
 
-    def run_under_index_tail(path, journal, kernel):
+    def run_under_index_tail(journal):
         with index_tail():
-            run(path, journal, kernel)
+            run(journal)
 
     return run_under_index_tail
 
 
-def _index_life(path, journal, kernel):
+def _index_life(journal):
     """The index's life: written at syncs, replaced, opened through, switched to, removed.
 
     Run under ``index_tail`` (indexes on a small database). With the
@@ -596,25 +607,25 @@ def _index_life(path, journal, kernel):
     compaction removes it (``_index_start``). Asserts that each step did
     what it is there for, where the kernel shows it.
     """
-    compiled = is_compiled(kernel)
-    database = journal.open(kernel, path, "c")
+    compiled = is_compiled(journal.kernel)
+    database = journal.open("c")
     for number in range(6):
         journal.put(database, b"k%d" % number, journal.value(300 * number))
     journal.put(database, b"", journal.value(12))
     journal.sync(database)
-    assert _has_index(path) or not compiled, "no index after the first sync"
+    assert _has_index(journal.path) or not compiled, "no index after the first sync"
     journal.put(database, b"k1", journal.value(2000))
     journal.delete(database, b"k2")
     journal.delete(database, b"")
     journal.put(database, b"k6", journal.value(3000))
     journal.sync(database)
     journal.close(database)
-    database = journal.open(kernel, path, "w")
+    database = journal.open("w")
     assert database.index_covered > 0 or not compiled, "the reopen did not use the index"
     journal.put(database, b"k3", journal.value(40))
     journal.delete(database, b"k4")
     journal.put(database, b"", b"")
-    reader = db.open_with(kernel, path, "r")
+    reader = db.open_with(journal.kernel, journal.path, "r")
     try:
         covered = reader.index_covered
         journal.put(database, b"k7", journal.value(6000))
@@ -623,7 +634,7 @@ def _index_life(path, journal, kernel):
         assert reader.index_covered > covered or not compiled, "no switch to the new index"
         assert dict(reader.items()) == dict(database.items()), "the reader missed a sync"
         journal.compact(database)
-        assert _has_index(path) or not compiled, "the compaction wrote no new index"
+        assert _has_index(journal.path) or not compiled, "the compaction wrote no new index"
         journal.put(database, b"k8", journal.value(100))
         journal.delete(database, b"k5")
         journal.close(database, compact=True)
@@ -631,7 +642,7 @@ def _index_life(path, journal, kernel):
         assert dict(reader.items()) == expected_state(journal.start, journal.operations)
     finally:
         reader.close()
-    database = journal.open(kernel, path, "n")
+    database = journal.open("n")
     journal.put(database, b"k1", journal.value(50))
     journal.close(database)
 
@@ -639,25 +650,34 @@ def _index_life(path, journal, kernel):
 #: A record cut short: key length 3, value length 100, "abc", and 20 bytes of the value.
 _TORN_TAIL = b"\x00\x00\x00\x03\x00\x00\x00\x64abc" + b"v" * 20
 #: The database the pure kernel's ``index`` workload starts from, with an index.
-_INDEXED = _existing(_SOME, indexed=True)
+_INDEXED = _existing(SOME, indexed=True)
 
 #: The short workloads, checked at every cut point. ``index`` is the persistent index's:
 #: it writes index files through the compiled kernel's own code (``_index``); every
 #: workload's ``check`` (``check_index``) judges the index file of each tree: missing,
 #: stale or right, never wrong.
+#: The short workloads that use only the journal's operations, with the contents they
+#: start from (None: nothing): other stores run them too (tests/harness/powerpeers.py).
+SHARED = {
+    "create": (_create, None),
+    "unbuffered": (_unbuffered, None),
+    "recreate": (_recreate, SOME),
+    "compact": (_compact, SOME),
+    "large": (_large, None),
+}
+
 WORKLOADS = {
-    workload.name: workload
+    name: Workload(name, steps, contents and _existing(contents))
+    for name, (steps, contents) in SHARED.items()
+}
+WORKLOADS.update(
+    (workload.name, workload)
     for workload in (
-        Workload("create", _create),
-        Workload("unbuffered", _unbuffered),
-        Workload("recreate", _recreate, _existing(_SOME)),
-        Workload("compact", _compact, _existing(_SOME)),
-        Workload("large", _large),
-        Workload("reader", _reader, _existing(_SOME)),
-        Workload("torn", _torn, _existing(_SOME, tail=_TORN_TAIL)),
+        Workload("reader", _reader, _existing(SOME)),
+        Workload("torn", _torn, _existing(SOME, tail=_TORN_TAIL)),
         Workload("index", _under_index_tail(_index_life), _index_start),
     )
-}
+)
 
 
 #: The keys of the random workloads: the empty one and 30 others.
@@ -704,10 +724,10 @@ def random_workload(seed, length):
     would be, the trace longer by the index writes).
     """
 
-    def run(path, journal, kernel):
+    def run(journal):
         rng = random.Random(seed)
         buffer_size = rng.choice([0, 100, 4096, DEFAULT_BUFFER_SIZE])
-        database = journal.open(kernel, path, "c", buffer_size=buffer_size)
+        database = journal.open("c", buffer_size=buffer_size)
         reader = None
         try:
             for step in random_steps(rng, length):
@@ -723,11 +743,11 @@ def random_workload(seed, length):
                     journal.compact(database)
                 elif step[0] == "reopen":
                     journal.close(database, compact=step[1])
-                    database = journal.open(kernel, path, step[2], buffer_size=buffer_size)
+                    database = journal.open(step[2], buffer_size=buffer_size)
                 else:  # refresh
                     journal.sync(database)
                     if reader is None:
-                        reader = db.open_with(kernel, path, "r")
+                        reader = db.open_with(journal.kernel, journal.path, "r")
                     reader.refresh()
                     assert dict(reader.items()) == dict(database.items()), "reader differs"
             journal.close(database)
@@ -749,11 +769,12 @@ def record(workload, kernel, place):
     tree, contents = workload.initial(kernel)
     mount = powerfs.Mount(os.path.join(place, "mnt"), tree)
     with mount:
-        journal = Journal(mount.marks_path, contents)
+        journal = Journal(mount.marks_path, kernel, os.path.join(mount.mountpoint, DB_NAME),
+                          contents)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error", semidbm.TornTailWarning)
-                workload.run(os.path.join(mount.mountpoint, DB_NAME), journal, kernel)
+                workload.run(journal)
         finally:
             journal.finish()
     return tree, mount.trace, journal

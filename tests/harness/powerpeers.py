@@ -2,9 +2,10 @@
 
 What other stores lose where semidbm is checked (docs/POWERLOSS.md), at
 their own defaults: what they lose is the result, nothing of theirs is
-changed. So this runs the workloads of
-``powerloss.WORKLOADS`` and ``powerloss.random_workload``, translated to
-each peer's API, on the same recording file system
+changed. So this runs semidbm's own short workloads
+(``powerloss.SHARED``) and random steps (``powerloss.random_steps``),
+through a journal that calls each peer's API (``PeerJournal``), on the
+same recording file system
 (``powerfs.Mount``, through ``powerloss.record``), rebuilds the trees a
 power cut may leave with the same model and rules (``powermodel.Disk``,
 ``powerloss.SAFE_RULES`` and ``HAZARD_RULES``), and judges each tree by
@@ -75,7 +76,6 @@ if importlib.util.find_spec("semidbm") is None:  # powerloss imports it: use the
     sys.path.insert(0, os.path.join(_ROOT, "src"))
 
 from tests.harness import powerfs, powerloss, powermodel  # noqa: E402
-from tests.harness.crash import value_of  # noqa: E402
 from tests.harness.powerloss import DB_NAME  # noqa: E402
 
 #: Seconds a child may take to open and read one tree.
@@ -348,10 +348,12 @@ class PeerJournal:
             self._creating = False
         self.base.durable()
 
-    def open(self, flag, unbuffered=False):
+    def open(self, flag, buffer_size=None):
+        """Open as a writer; ``buffer_size=0`` (semidbm's writes straight to the file)
+        is the peer's unbuffered mode, any other buffer size its default."""
         if flag == "n":
             self._log(None, None)
-        self.writer = self.peer.open(self.path, flag, unbuffered)
+        self.writer = self.peer.open(self.path, flag, buffer_size == 0)
         self._creating = self._creating or flag in "cn"
         if self.writer.opened_durable:
             self.durable()
@@ -390,8 +392,8 @@ def workload(name, steps, contents=None):
     peer outside the file system), or None for none.
     """
 
-    def run(path, base, peer):
-        journal = PeerJournal(base, peer, path)
+    def run(base):
+        journal = PeerJournal(base, base.kernel, base.path)
         try:
             steps(journal)
         finally:
@@ -412,78 +414,11 @@ def workload(name, steps, contents=None):
     return powerloss.Workload(name, run, initial)
 
 
-_SOME = {b"k%d" % i: value_of(1000 + i, 10 * i) for i in range(6)}
-_SOME[b""] = b""
-
-
-def _create(journal):
-    """Create, with an empty key and value among the sets; sync; update, delete; close."""
-    database = journal.open("c")
-    journal.put(database, b"a", journal.value(20))
-    journal.put(database, b"", b"")
-    journal.put(database, b"b", journal.value(3000))
-    journal.sync(database)
-    journal.put(database, b"a", journal.value(5))
-    journal.delete(database, b"b")
-    journal.put(database, b"c", b"")
-    journal.close(database)
-
-
-def _unbuffered(journal):
-    """LMDB: each operation its own committed transaction. gdbm has no buffer to turn off
-    (its stores go to the mapped file at once): the same operations at its defaults."""
-    database = journal.open("c", unbuffered=True)
-    for i in range(8):
-        journal.put(database, b"k%d" % (i % 5), journal.value(i * 700))
-        if i in (2, 5):
-            journal.sync(database)
-        if i == 6:
-            journal.delete(database, b"k1")
-    journal.close(database)
-
-
-def _recreate(journal):
-    """``'n'`` over a database with contents (gdbm's ``'n'``; LMDB's drop), then writes."""
-    database = journal.open("n")
-    journal.put(database, b"new", journal.value(50))
-    journal.put(database, b"k1", journal.value(10))
-    journal.close(database)
-
-
-def _compact(journal):
-    """Update and delete, compact, write more, compact at the close (gdbm only)."""
-    database = journal.open("w")
-    journal.put(database, b"k1", journal.value(100))
-    journal.delete(database, b"k2")
-    journal.put(database, b"big", journal.value(9000))
-    journal.compact(database)
-    journal.put(database, b"k3", journal.value(30))
-    journal.delete(database, b"k4")
-    journal.close(database, compact=True)
-
-
-def _large(journal):
-    """Values of 10 KB and 150 KB among small ones: records spanning pages."""
-    database = journal.open("c")
-    journal.put(database, b"small", journal.value(40))
-    journal.put(database, b"large", journal.value(10_000))
-    journal.sync(database)
-    journal.put(database, b"larger", journal.value(150_000))
-    journal.put(database, b"small", journal.value(300))
-    journal.put(database, b"large", journal.value(5000))
-    journal.close(database)
-
-
-#: The short workloads: those of ``powerloss.WORKLOADS`` but semidbm's own reader and torn.
+#: The short workloads: ``powerloss.SHARED``, those of ``powerloss.WORKLOADS`` that use
+#: only the journal (semidbm's own reader, torn tail and index are left out).
 WORKLOADS = {
-    item.name: item
-    for item in (
-        workload("create", _create),
-        workload("unbuffered", _unbuffered),
-        workload("recreate", _recreate, _SOME),
-        workload("compact", _compact, _SOME),
-        workload("large", _large),
-    )
+    name: workload(name, steps, contents)
+    for name, (steps, contents) in powerloss.SHARED.items()
 }
 
 
@@ -498,7 +433,8 @@ def random_workload(seed, length):
     def steps(journal):
         rng = random.Random(seed)
         unbuffered = rng.choice([True, False, False, False])
-        database = journal.open("c", unbuffered)
+        buffer_size = 0 if unbuffered else None
+        database = journal.open("c", buffer_size)
         for step in powerloss.random_steps(rng, length):
             if step[0] == "put":
                 journal.put(database, step[1], journal.value(step[2]))
@@ -510,7 +446,7 @@ def random_workload(seed, length):
                 journal.compact(database)
             elif step[0] == "reopen":
                 journal.close(database, compact=step[1])
-                database = journal.open(step[2], unbuffered)
+                database = journal.open(step[2], buffer_size)
             else:  # a sync, or a sync and a reader's refresh
                 journal.sync(database)
         journal.close(database)
