@@ -133,11 +133,10 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     a corrupt record (``corrupt`` set), or where a power cut left zeros
     (docs/FORMAT.md, "Zero runs" and "Lost pages": a run of empty records
     no sound record follows, a record holding zeros the disk did not
-    write), as in
-    ``_records.walk``. Every length is checked before
-    use. The log is a stream, but the processor's own prefetching stops
-    at each page, so the next ``REPLAY_PREFETCH`` bytes are requested
-    ahead of the parsing.
+    write), as in ``_records.walk``. Every length is checked before use.
+    The log is a stream, but the processor's own prefetching stops at
+    each page, so the next ``REPLAY_PREFETCH`` bytes are requested ahead
+    of the parsing.
     """
     cdef const char* data = parser.map
     cdef uint64_t base = parser.base
