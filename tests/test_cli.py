@@ -156,6 +156,21 @@ def test_verify_reports_bad_records_by_offset_with_status_3(tool, filled):
     assert lines[2].startswith("damaged: 1 bad checksum, a torn tail")
 
 
+def test_verify_reports_zeros_a_power_cut_left_as_a_torn_tail(tool, filled):
+    size = len((filled / "data").read_bytes())
+    with open(filled / "data", "ab") as data:
+        data.write(bytes(2 << 20))  # longer than a buffer: still no recover=True needed
+    result = run(tool, "verify", filled)
+    assert result.returncode == 3
+    lines = result.stdout.decode().splitlines()
+    assert lines[0] == (
+        "torn tail: 2,097,152 bytes (2.0 MiB) at offset %d start with zeros a power cut left"
+        " (a page the disk did not write?); opening for writing cuts them off and keeps them"
+        " in data.torn-%d"
+        % (size, size)
+    )
+
+
 def test_verify_reports_a_corrupt_record(tool, filled):
     data = bytearray((filled / "data").read_bytes())
     data[8:12] = b"\xff\xff\xff\xf0"
