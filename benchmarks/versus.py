@@ -5,10 +5,13 @@ for each commit it checks out a worktree and builds the compiled kernel
 there (``instructions.checkout``), then runs ``_worker.py``'s semidbm
 contender with each build in turn (old, new, old, new, ...), each run a
 fresh process on the same data, for ``--repeat`` repetitions. The table
-gives each workload's median rate (or reopen time) per commit and the
-median of the per-repetition ratios new / old (above 1 is faster), as
+gives each workload's median rate (or time) per commit and the median of
+the per-repetition ratios new / old (above 1 is faster), as
 ``compare.py`` does: these machines are shared, and only ratios taken
-close together mean anything.
+close together mean anything. Besides ``_worker.py``'s workloads, each
+repetition times ``rebuild_seconds``: opening one database of the preset
+with its index file removed, so that the whole log is replayed (the
+slow path of an open: ``reopen_seconds`` goes through the index).
 
     .venv/bin/python benchmarks/versus.py OLD [NEW] [--preset a|b] [--repeat R]
 
@@ -48,6 +51,41 @@ def run_worker(source, preset, seed):
     return json.loads(done.stdout)
 
 
+#: Makes the preset's database at argv[1] (keys, value size, key size after it) and
+#: removes its index file: every open of it replays the whole log.
+MAKE_UNINDEXED = """
+import os, sys
+import semidbm
+path, keys, value_size, key_size = sys.argv[1], *map(int, sys.argv[2:])
+value = os.urandom(value_size + 1000)
+with semidbm.open(path, "n") as database:
+    for number in range(keys):
+        database[b"%0*d" % (key_size, number)] = value[number % 1000 :][:value_size]
+os.remove(os.path.join(path, "index"))
+"""
+
+#: Prints the seconds that opening the database at argv[1] read-only, and len(), take.
+TIME_OPEN = """
+import sys, time
+import semidbm
+start = time.perf_counter()
+with semidbm.open(sys.argv[1], "r") as database:
+    len(database)
+print(time.perf_counter() - start)
+"""
+
+
+def python_with(source, code, *args):
+    """Run ``code`` with the semidbm of ``source``; its standard output."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        env=dict(os.environ, PYTHONPATH=source),
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    ).stdout
+
+
 def figures(result):
     """A run's figures by workload: rates, and the reopen's seconds."""
     found = dict(result["ops_per_sec"])
@@ -69,10 +107,14 @@ def main(argv=None):
                 name: checkout(getattr(args, name), os.path.join(place, name))
                 for name in ("old", "new")
             }
+            unindexed = os.path.join(place, "unindexed")
+            python_with(sources["new"], MAKE_UNINDEXED, unindexed, *PRESETS[args.preset])
             for repetition in range(args.repeat):
                 for name in ("old", "new"):
-                    runs[name].append(figures(run_worker(sources[name], args.preset,
-                                                         repetition)))
+                    found = figures(run_worker(sources[name], args.preset, repetition))
+                    found["rebuild_seconds"] = float(
+                        python_with(sources[name], TIME_OPEN, unindexed))
+                    runs[name].append(found)
         finally:
             remove_worktrees(place)
     print("Preset %s, %s -> %s, medians of %d interleaved repetitions:" % (
@@ -84,7 +126,7 @@ def main(argv=None):
         new = [run[workload] for run in runs["new"]]
         # A time is better smaller: its ratio is turned round, so above 1 is faster.
         ratios = [
-            (o / n) if workload == "reopen_seconds" else (n / o) for o, n in zip(old, new)
+            (o / n) if workload.endswith("_seconds") else (n / o) for o, n in zip(old, new)
         ]
         print("| %s | %.4g | %.4g | %.3f |" % (
             workload, statistics.median(old), statistics.median(new), statistics.median(ratios)))
