@@ -13,9 +13,16 @@ import sys
 import pytest
 
 import semidbm
+from semidbm._progress import quantity
 
 from .test_format import put_record
-from .test_migrate import INTO_THE_DATABASE, files_of, output_into_database
+from .test_migrate import (
+    INTO_THE_DATABASE,
+    SQLITEDICT_TABLE,
+    files_of,
+    make_sqlite,
+    output_into_database,
+)
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "semidbm")
 COMMANDS = [
@@ -83,6 +90,21 @@ def test_help_lists_every_command_and_version(tool):
     for command in COMMANDS:
         assert re.search(rb"^\s+%s\s" % command.encode(), result.stdout, re.MULTILINE), command
     assert run(tool, "--version").stdout.strip() == b"semidbm " + semidbm.__version__.encode()
+
+
+@pytest.mark.parametrize(
+    "command, says, never",
+    [
+        ("get", "KEY is given, and the value printed, percent-encoded", "VALUE"),
+        ("set", "KEY and VALUE are percent-encoded (a value from stdin is raw)", None),
+        ("delete", "the KEYs are percent-encoded", "VALUE"),
+        ("import", "nothing is written", None),
+    ],
+)
+def test_help_says_what_each_command_takes(tool, command, says, never):
+    text = " ".join(run(tool, command, "--help").stdout.decode().split())  # as one line
+    assert says in text
+    assert never is None or never not in text
 
 
 def test_set_get_keys_delete(tool, tmp_path):
@@ -285,6 +307,32 @@ def test_bench_is_a_quick_timing_of_semidbm_alone(tool, tmp_path):
     assert b"benchmarks/compare.py" in helptext and b"scripts/nox.sh -s bench" in helptext
 
 
+def test_bench_takes_empty_values_and_counts_in_words(tool, tmp_path):
+    result = run(tool, "bench", "-n", "1", "--value-size", "0", "--dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert " kernel: 1 key, values of 0 bytes (" in result.stdout.decode()
+    result = run(tool, "bench", "-n", "2", "--value-size", "1", "--dir", tmp_path)
+    assert " kernel: 2 keys, values of 1 byte (" in result.stdout.decode()
+
+
+def test_convert_counts_one_key_as_one(tool, tmp_path):
+    import dbm.dumb
+
+    with dbm.dumb.open(str(tmp_path / "one"), "c") as database:
+        database[b"k"] = b"v"
+    result = run(tool, "convert", tmp_path / "one", tmp_path / "new.db")
+    assert result.stdout.decode().startswith("converted 1 key from the dbm.dumb database")
+
+
+@pytest.mark.parametrize(
+    "count, word, said",
+    [(0, "record", "0 records"), (1, "record", "1 record"), (2, "key", "2 keys"),
+     (1234567, "byte", "1,234,567 bytes")],
+)
+def test_quantities_agree_with_their_count(count, word, said):
+    assert quantity(count, word) == said
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -302,6 +350,7 @@ def test_bench_is_a_quick_timing_of_semidbm_alone(tool, tmp_path):
         (["import", "{bad_dump}", "{filled}"], "{bad_dump}: dump line 1: expected KEY VALUE"),
         (["convert", "{missing}", "{new}"], "no database at {missing}"),
         (["convert", "{filled}", "{new}"], "already a semidbm database"),
+        (["convert", "{sqlitedict}", "{new}"], "is a sqlitedict database (table 'unnamed')"),
         (["get", "-e", "{filled}", "%zz"], "'%zz': malformed field"),
     ],
 )
@@ -312,8 +361,10 @@ def test_mistakes_are_one_line_and_status_1(tool, tmp_path, filled, args, messag
         "not_a_db": tmp_path / "file.txt",
         "bad_dump": tmp_path / "bad.dump",
         "new": tmp_path / "new.db",
+        "sqlitedict": tmp_path / "dict.sqlite",
     }
     places["not_a_db"].write_bytes(b"hello")
+    make_sqlite(places["sqlitedict"], SQLITEDICT_TABLE % "unnamed")
     places["bad_dump"].write_bytes(b"one two three\n")
     before = sorted(os.listdir(tmp_path))
     line = one_error_line(run(tool, *[arg.format(**places) for arg in args]))
@@ -336,7 +387,11 @@ def test_a_corrupt_database_is_one_line(tool, filled):
     assert "corrupt record at offset 8" in line
 
 
-@pytest.mark.parametrize("args", [["get"], ["nope"], ["bench", "-n", "0"], ["stats", "a", "b"], []])
+@pytest.mark.parametrize(
+    "args",
+    [["get"], ["nope"], ["bench", "-n", "0"], ["bench", "--value-size", "-1"], ["stats", "a", "b"],
+     []],
+)
 def test_bad_arguments_are_one_line_and_status_2(tool, args):
     line = one_error_line(run(tool, *args), status=2)
     assert "--help" in line
@@ -406,3 +461,13 @@ def test_progress_bar_on_a_terminal_and_quiet_when_piped(tool, tmp_path, command
     assert drawn.endswith(b"\r\x1b[K")  # erased at the end
     piped = run(tool, command, path)
     assert piped.returncode == 0 and piped.stderr == b""
+
+
+def test_import_draws_a_bar_while_it_checks_then_one_while_it_stores(tool, tmp_path):
+    dump = tmp_path / "dump"
+    dump.write_bytes(b"".join(b"key%d value\n" % number for number in range(20_000)))
+    drawn = run_with_terminal_stderr(tool, "import", dump, tmp_path / "new.db")
+    checking = re.search(rb"checking \[#*\.*\] +\d+%", drawn)
+    importing = re.search(rb"importing \[#*\.*\] +\d+%", drawn)
+    assert checking and importing and checking.start() < importing.start(), drawn
+    assert drawn.endswith(b"\r\x1b[K")

@@ -1,16 +1,21 @@
 """Migration: converting stdlib dbm databases, and the text dump (export and import)."""
 
+import contextlib
 import dbm
 import dbm.dumb
 import glob
 import io
 import os
 import pathlib
+import pickle
+import sqlite3
 import subprocess
 import sys
+import tempfile
+import threading
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import semidbm
@@ -102,17 +107,158 @@ def test_import_takes_comments_blank_lines_and_crlf_and_replaces_values(dbopen, 
 @pytest.mark.parametrize(
     "line, message",
     [
-        (b"only-a-key\n", "line 2: expected KEY VALUE separated by one space, found 1 field"),
+        (b"only-a-key\n", "line 2: expected KEY VALUE separated by one space, found 1 field$"),
         (b"a b c\n", "line 2: expected KEY VALUE separated by one space, found 3 fields"),
         (b"k %zz\n", "line 2: malformed field"),
         (b"k caf\xc3\xa9\n", "line 2: not ASCII"),
     ],
 )
-def test_malformed_dump_line_is_value_error_naming_it(dbopen, dbpath, line, message):
+def test_malformed_dump_line_is_value_error_naming_it_and_nothing_is_stored(
+    dbopen, dbpath, line, message
+):
     with dbopen(dbpath, "c") as database:
+        database[b"first"] = b"before"
         with pytest.raises(ValueError, match=message):
             migrate.import_dump(io.BytesIO(b"first ok\n" + line + b"never reached\n"), database)
-        assert dict(database.items()) == {b"first": b"ok"}
+        assert dict(database.items()) == {b"first": b"before"}
+
+
+#: Pieces of dump lines, good and bad.
+PIECES = [b"a", b"%", b"0", b"F", b"%4", b" ", b"#", b"\r", b"\xe9"]
+
+
+@given(st.lists(st.sampled_from(PIECES)).map(b"".join), st.sampled_from([b"", b"\n", b"\r\n"]))
+@example(b"a b\r", b"\r\n")  # two carriage returns: the value would end in one
+@example(b"a b c", b"\n")
+@example(b"a %4", b"\n")
+def test_the_fast_check_of_a_line_passes_only_what_the_parser_takes(body, end):
+    raw = body + end
+    if migrate._is_plain_record(raw):
+        assert migrate._parse_line(1, raw) is not None
+
+
+def test_the_fast_check_passes_the_lines_of_an_export():
+    for key, value in AWKWARD.items():
+        line = "%s %s\n" % (migrate.encode_field(key), migrate.encode_field(value))
+        assert migrate._is_plain_record(line.encode("ascii"))
+
+
+def test_a_key_or_value_longer_than_semidbm_takes_is_refused_before_any_write(
+    dbopen, dbpath, monkeypatch
+):
+    monkeypatch.setattr(migrate, "MAX_LENGTH", 4)  # a dump line of 2 GiB is too much for a test
+    for dump, what in [(b"k 1234\nk2 12345\n", "values"), (b"k 1\nlong%00 1\n", "keys")]:
+        with dbopen(dbpath, "c") as database:
+            with pytest.raises(ValueError, match="dump line 2: semidbm %s are limited" % what):
+                migrate.import_dump(io.BytesIO(dump), database)
+            assert len(database) == 0
+
+
+class Unseekable(io.RawIOBase):
+    """A binary stream that cannot seek, like a pipe, over ``data``."""
+
+    def __init__(self, data):
+        self._data = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        chunk = self._data.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.fixture
+def own_temporary_directory(tmp_path, monkeypatch):
+    """The system's temporary directory, for this test: an empty one of its own."""
+    place = tmp_path / "system-tmp"
+    place.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(place))
+    return place
+
+
+def test_a_stream_that_cannot_seek_is_checked_whole_before_a_write(
+    dbopen, dbpath, own_temporary_directory
+):
+    dump = b"".join(b"k%d v\n" % number for number in range(1000)) + b"bad line here\n"
+    with dbopen(dbpath, "c") as database:
+        with pytest.raises(ValueError, match="dump line 1001: "):
+            migrate.import_dump(io.BufferedReader(Unseekable(dump)), database)
+        assert len(database) == 0
+        good = dump[: dump.index(b"bad")]
+        assert migrate.import_dump(io.BufferedReader(Unseekable(good)), database) == 1000
+        assert len(database) == 1000
+    assert os.listdir(own_temporary_directory) == []
+
+
+def test_a_pipe_is_imported_through_a_temporary_file_removed_after(
+    dbopen, dbpath, own_temporary_directory
+):
+    dump = migrate.DUMP_HEADER.encode() + b"".join(b"k%d %d\n" % (n, n) for n in range(50_000))
+    reading, writing = os.pipe()
+
+    def write_all():
+        with open(writing, "wb") as pipe:
+            pipe.write(dump)
+
+    writer = threading.Thread(target=write_all)
+    writer.start()
+    with open(reading, "rb") as pipe, dbopen(dbpath, "c") as database:
+        assert not pipe.seekable()
+        assert migrate.import_dump(pipe, database) == 50_000
+        assert database[b"k49999"] == b"49999"
+    writer.join()
+    assert os.listdir(own_temporary_directory) == []
+
+
+def test_import_reads_from_where_the_stream_stands(dbopen, dbpath):
+    stream = io.BytesIO(b"not a dump line, already read\nk v\n")
+    stream.readline()
+    with dbopen(dbpath, "c") as database:
+        assert migrate.import_dump(stream, database) == 1
+        assert dict(database.items()) == {b"k": b"v"}
+
+
+def test_a_dump_file_that_changes_while_it_is_checked_stores_nothing(dbopen, tmp_path):
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(b"k 1\nk 2\nk 3\n")
+
+    def change_at_the_end(done, total):
+        if done == total:
+            dump.write_bytes(b"k 1\nk 2\nk 3\nk 4\n")
+
+    with open(dump, "rb") as stream, dbopen(tmp_path / "db", "c") as database:
+        with pytest.raises(ValueError, match="changed while it was checked .*; nothing was stored"):
+            migrate.import_dump(stream, database, check_progress=change_at_the_end)
+        assert len(database) == 0
+
+
+@pytest.mark.parametrize(
+    "new, how, stored",
+    [
+        (b"k 1\nk 2\na  \n", "dump line 3: expected .*, found 3 fields", 2),  # the same size
+        (b"k 1\nk 2\nk 3\nk 4\n", "its size or modification time", 3),
+    ],
+    ids=["malformed", "longer"],
+)
+def test_a_dump_file_that_changes_while_it_is_stored_says_how_far_it_went(
+    dbopen, tmp_path, new, how, stored
+):
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(b"k 1\nk 2\nk 3\n")
+
+    def change_after_the_first(done, total):
+        if done == 4:
+            with open(dump, "r+b") as rewritten:  # in place: the stream reads the new bytes
+                rewritten.write(new)
+
+    with open(dump, "rb", buffering=0) as raw, dbopen(tmp_path / "db", "c") as database:
+        stream = io.BufferedReader(raw, buffer_size=4)  # reads what is there when it gets there
+        expected = r"changed after it was checked \(%s\), and %d records had" % (how, stored)
+        with pytest.raises(ValueError, match=expected):
+            migrate.import_dump(stream, database, change_after_the_first)
+        assert database[b"k"] == b"%d" % stored
 
 
 #: The ways of naming an output that would land on or inside a database's directory.
@@ -180,12 +326,16 @@ def test_export_and_import_report_progress(dbopen, dbpath):
         stream = io.BytesIO()
         migrate.export_dump(database, stream, lambda done, total: calls.append((done, total)))
         assert calls == [(1, 2), (2, 2)]
-        calls.clear()
+        checked, stored = [], []
         migrate.import_dump(
-            io.BytesIO(stream.getvalue()), database, lambda *call: calls.append(call)
+            io.BytesIO(stream.getvalue()),
+            database,
+            lambda *call: stored.append(call),
+            check_progress=lambda *call: checked.append(call),
         )
     header = len(migrate.DUMP_HEADER)
-    assert calls == [(header + 4, None), (header + 8, None)]
+    size = header + 8
+    assert checked == stored == [(header, size), (header + 4, size), (header + 8, size)]
 
 
 # --- convert ---
@@ -336,4 +486,118 @@ def test_convert_says_when_a_gdbm_source_is_locked(tmp_path):
         writer[b"k"] = b"v"
         with pytest.raises(semidbm.error, match="locked by a process"):
             migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+# --- SQLite sources: dbm.sqlite3 before Python 3.13, sqlitedict ---
+
+#: The table dbm.sqlite3 (Python 3.13) makes, as it writes it.
+DBM_SQLITE3_TABLE = (
+    "CREATE TABLE Dict (\n    key BLOB UNIQUE NOT NULL,\n    value BLOB NOT NULL\n  )"
+)
+#: A table sqlitedict (2.1) makes, as it writes it; its default name is "unnamed".
+SQLITEDICT_TABLE = 'CREATE TABLE "%s" (key TEXT PRIMARY KEY, value BLOB)'
+
+
+def make_sqlite(path, *tables, rows=()):
+    """An SQLite database at ``path`` with the ``tables`` (CREATE statements) and ``rows``."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        for table in tables:
+            connection.execute(table)
+        for statement, values in rows:
+            connection.execute(statement, values)
+        connection.commit()
+
+
+def make_dbm_sqlite3(path):
+    make_sqlite(
+        path,
+        DBM_SQLITE3_TABLE,
+        rows=[("INSERT INTO Dict VALUES (?, ?)", (b"key", b"value"))],
+    )
+
+
+def refused(source, message):
+    """Check that converting ``source`` is refused with ``message`` and leaves its directory."""
+    place = os.path.dirname(source)
+    before = files_of(place)
+    with pytest.raises(semidbm.error, match=message):
+        migrate.convert(source, os.path.join(place, "new.db"))
+    assert files_of(place) == before
+
+
+def test_a_dbm_sqlite3_source_on_a_python_without_it_says_it_needs_3_13(tmp_path, monkeypatch):
+    source = str(tmp_path / "cache.sqlite3")
+    make_dbm_sqlite3(source)
+    monkeypatch.setattr(migrate, "_has_dbm_sqlite3", lambda: False)
+    refused(
+        source,
+        r"is a dbm.sqlite3 database: converting it needs Python 3.13 or newer \(dbm.sqlite3\), "
+        r"and this is Python %d.%d$" % sys.version_info[:2],
+    )
+
+
+def test_a_dbm_sqlite3_source_on_this_python(tmp_path):
+    source = str(tmp_path / "cache.sqlite3")
+    make_dbm_sqlite3(source)
+    if sys.version_info < (3, 13):
+        refused(source, "needs Python 3.13 or newer")
+        return
+    assert migrate.convert(source, tmp_path / "new.db") == ("dbm.sqlite3", 1)
+    with semidbm.open(tmp_path / "new.db") as converted:
+        assert dict(converted.items()) == {b"key": b"value"}
+
+
+@pytest.mark.parametrize(
+    "tables, message",
+    [
+        (
+            ["unnamed"],
+            r"is a sqlitedict database \(table 'unnamed'\), not a dbm: its values are pickled "
+            r"Python objects, for a shelf; copy them in Python: with semidbm.open_shelf\(DST\) as "
+            r"shelf: shelf.update\(sqlitedict.SqliteDict\('.*source.sqlite', "
+            r"tablename='unnamed'\).items\(\)\)$",
+        ),
+        (["users", "Dict"], r"\(tables 'Dict', 'users'\), .*tablename=TABLE\)"),
+    ],
+    ids=["one table", "two tables"],
+)
+def test_a_sqlitedict_source_is_refused_saying_how_to_copy_it(tmp_path, tables, message):
+    source = str(tmp_path / "source.sqlite")
+    make_sqlite(
+        source,
+        *[SQLITEDICT_TABLE % name for name in tables],
+        rows=[('INSERT INTO "%s" VALUES (?, ?)' % tables[0], ("k", pickle.dumps({"a": 1})))],
+    )
+    refused(source, message)
+
+
+def test_another_sqlite_database_is_refused_as_neither(tmp_path):
+    source = str(tmp_path / "app.sqlite")
+    make_sqlite(source, "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    refused(source, "is an SQLite database, but not one of dbm.sqlite3 .* or sqlitedict$")
+
+
+def test_a_damaged_sqlite_file_is_an_error_that_says_so(tmp_path):
+    source = str(tmp_path / "damaged.sqlite")
+    pathlib.Path(source).write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
+    refused(source, "cannot read the SQLite database .*damaged.sqlite: ")
+
+
+def test_a_sqlitedict_source_on_a_python_with_dbm_sqlite3(tmp_path):
+    # There, dbm.whichdb calls any SQLite file dbm.sqlite3, which then fails: "no such table".
+    python = python_with_sqlite3_dbm()
+    if python is None:
+        pytest.skip("no Python with dbm.sqlite3 (3.13+) found; set SEMIDBM_SQLITE3_PYTHON to one")
+    source = str(tmp_path / "source.sqlite")
+    make_sqlite(source, SQLITEDICT_TABLE % "unnamed")
+    environment = dict(os.environ, PYTHONPATH=SOURCE_DIRECTORY, SEMIDBM_PURE_PYTHON="1")
+    result = subprocess.run(
+        [python, "-m", "semidbm", "convert", source, str(tmp_path / "new.db")],
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert "is a sqlitedict database (table 'unnamed')" in result.stderr
     assert not (tmp_path / "new.db").exists()

@@ -1,12 +1,18 @@
-"""A one-line progress bar for the command-line tool, drawn only on a terminal.
+"""A one-line progress bar for the command-line tool, drawn only on a terminal; counts in words.
 
 When stderr is not a terminal (piped, redirected, under CI) nothing is
 drawn, so logs stay clean. The bar is redrawn at most ten times a second
 and erased when the work ends, leaving only the tool's own output.
+
+:func:`quantity` and :func:`human_bytes` write the numbers the tool and
+the migration messages show: ``1 record``, ``2,000 records``, ``1.5 KiB``.
 """
+
+from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 #: Seconds between two drawings of the bar.
 _INTERVAL = 0.1
@@ -23,7 +29,13 @@ class Progress:
     says otherwise.
     """
 
-    def __init__(self, label, unit="keys", stream=None, enabled=None):
+    def __init__(
+        self,
+        label: str,
+        unit: str = "keys",
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+    ) -> None:
         self.stream = sys.stderr if stream is None else stream
         if enabled is None:
             isatty = getattr(self.stream, "isatty", None)
@@ -34,7 +46,7 @@ class Progress:
         self._next_draw = 0.0
         self._drawn = False
 
-    def __call__(self, done, total=None):
+    def __call__(self, done: int, total: int | None = None) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
@@ -43,7 +55,7 @@ class Progress:
         self._next_draw = now + _INTERVAL
         self._draw(done, total)
 
-    def _draw(self, done, total):
+    def _draw(self, done: int, total: int | None) -> None:
         if total:
             fraction = min(done / total, 1.0)
             filled = int(fraction * _WIDTH)
@@ -61,30 +73,45 @@ class Progress:
         self.stream.flush()
         self._drawn = True
 
-    def _amount(self, count):
+    def _amount(self, count: int) -> str:
         if self.unit == "bytes":
             return human_bytes(count)
         return "{:,}".format(count)
 
-    def close(self):
+    def close(self) -> None:
         """Erase the bar, if it was drawn."""
         if self._drawn:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._drawn = False
 
-    def __enter__(self):
+    def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-def human_bytes(count):
+def human_bytes(count: int) -> str:
     """``count`` bytes in a short readable form: ``512 B``, ``1.5 KiB``, ``3.2 GiB``."""
     if count < 1024:
         return "%d B" % count
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        count /= 1024
-        if count < 1024 or unit == "TiB":
-            return "%.1f %s" % (count, unit)
+    size = float(count)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024:
+            return "%.1f %s" % (size, unit)
+    return "%.1f TiB" % (size / 1024)
+
+
+def noun(word: str, count: int) -> str:
+    """``word`` as it goes with ``count``: ``record`` for 1, ``records`` for any other number.
+
+    For the regular nouns the tool counts (record, key, byte, field, table).
+    """
+    return word if count == 1 else word + "s"
+
+
+def quantity(count: int, word: str) -> str:
+    """``count`` with its noun, in thousands: ``1 record``, ``0 records``, ``2,000 records``."""
+    return "{:,} {}".format(count, noun(word, count))

@@ -7,7 +7,8 @@ explains one.
 Exit status: 0 when all went well; 1 for an error (a missing or locked
 database, a missing key, an unreadable file), reported as one line on
 stderr, never a traceback; 2 for bad arguments; 3 when ``verify`` finds
-damage. Long work shows a progress bar on stderr when it is a terminal.
+damage; 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP during ``import``).
+Long work shows a progress bar on stderr when it is a terminal.
 """
 
 import argparse
@@ -15,13 +16,16 @@ import contextlib
 import json
 import os
 import random
+import signal
+import stat
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
 from . import __version__, _checks, db, migrate
-from ._progress import Progress, human_bytes
+from ._progress import Progress, human_bytes, quantity
 from .format import TORN_PREFIX
 
 #: Exit statuses.
@@ -45,8 +49,8 @@ def main(argv=None):
                 return _stop_writing()
             _say("error: %s" % describe(exc))
             return FAILED
-        except KeyboardInterrupt:
-            _say("interrupted")
+        except KeyboardInterrupt as exc:
+            _say("interrupted: %s" % exc if str(exc) else "interrupted")
             return 130
 
 
@@ -95,10 +99,13 @@ def build_parser():
 
     def command(name, run, help, description=None):
         sub = commands.add_parser(name, help=help, description=description or help)
-        sub.set_defaults(run=run)
+        sub.set_defaults(run=run, parser=sub)
         return sub
 
-    encoded_help = "KEY (and VALUE) are percent-encoded, as in a dump (for binary keys)"
+    def encoded(sub, what):
+        sub.add_argument(
+            "-e", "--encoded", action="store_true", help=what + ", as in a dump (binary keys)"
+        )
 
     sub = command("stats", run_stats, "show keys, live and dead bytes, what compaction would free")
     sub.add_argument("database", metavar="DB")
@@ -107,19 +114,26 @@ def build_parser():
     sub = command("get", run_get, "print the value of a key (raw bytes)")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("key", metavar="KEY")
-    sub.add_argument("-e", "--encoded", action="store_true", help=encoded_help)
+    encoded(sub, "KEY is given, and the value printed, percent-encoded")
 
-    sub = command("set", run_set, "set a key to a value (read from stdin if VALUE is left out)")
+    sub = command(
+        "set",
+        run_set,
+        "set a key to a value (read from stdin if VALUE is left out)",
+        "Set KEY to VALUE in DB. Without VALUE, the value is all of standard "
+        "input, raw bytes (semidbm set DB KEY < file); standard input on a "
+        "terminal is refused rather than waited on.",
+    )
     sub.add_argument("database", metavar="DB")
     sub.add_argument("key", metavar="KEY")
     sub.add_argument("value", metavar="VALUE", nargs="?")
-    sub.add_argument("-e", "--encoded", action="store_true", help=encoded_help)
+    encoded(sub, "KEY and VALUE are percent-encoded (a value from stdin is raw)")
     sub.add_argument("-c", "--create", action="store_true", help="create DB if it is missing")
 
     sub = command("delete", run_delete, "delete keys (none if any is missing)")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("keys", metavar="KEY", nargs="+")
-    sub.add_argument("-e", "--encoded", action="store_true", help=encoded_help)
+    encoded(sub, "the KEYs are percent-encoded")
 
     sub = command("keys", run_keys, "list the keys, sorted, one a line")
     sub.add_argument("database", metavar="DB")
@@ -166,8 +180,16 @@ def build_parser():
         "import",
         run_import,
         "store the records of a text dump in a database (created if missing)",
+        "Store the records of the dump DUMP in DB, created if it is missing; "
+        "a key already there takes the dump's value. The whole dump is checked "
+        "first: a malformed line is an error and nothing is written (a dump "
+        "on stdin is kept in a temporary file meanwhile). If the import then "
+        "fails or is interrupted, a DB it created is removed; an existing DB "
+        "keeps the dump's first records stored before the failure, and the "
+        "error says how many. So that it can, an existing DB gets each record "
+        "written as it comes, which is slower than filling a new one.",
     )
-    sub.add_argument("dump", metavar="DUMP", help="file, or - for stdin")
+    sub.add_argument("dump", metavar="DUMP", help="file, or - for stdin (not a terminal)")
     sub.add_argument("database", metavar="DB")
 
     sub = command(
@@ -182,19 +204,31 @@ def build_parser():
     sub.add_argument(
         "-n", "--keys", type=_positive, default=100_000, help="number of keys (100000)"
     )
-    sub.add_argument("--value-size", type=_positive, default=100, help="bytes per value (100)")
+    sub.add_argument(
+        "--value-size", type=_not_negative, default=100, help="bytes per value (100; 0 is empty)"
+    )
     sub.add_argument("--dir", help="where to put the temporary database (default: the system's)")
     return parser
 
 
 def _positive(text):
     """An argparse type: a whole number above zero."""
+    return _whole_number(text, 1, "a positive whole number")
+
+
+def _not_negative(text):
+    """An argparse type: a whole number, zero or more."""
+    return _whole_number(text, 0, "a whole number, 0 or more")
+
+
+def _whole_number(text, least, what):
+    """``text`` as a whole number of ``least`` or more; else an argparse error wanting ``what``."""
     try:
         number = int(text)
     except ValueError:
-        number = 0
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be a positive whole number, not %r" % text)
+        number = least - 1
+    if number < least:
+        raise argparse.ArgumentTypeError("must be %s, not %r" % (what, text))
     return number
 
 
@@ -257,8 +291,8 @@ def run_stats(args):
 def _bytes(count):
     """A byte count for people: exact, with a short form when large."""
     if count < 1024:
-        return "{:,} bytes".format(count)
-    return "{:,} bytes ({})".format(count, human_bytes(count))
+        return quantity(count, "byte")
+    return "%s (%s)" % (quantity(count, "byte"), human_bytes(count))
 
 
 def run_get(args):
@@ -280,10 +314,10 @@ def run_get(args):
 
 
 def run_set(args):
-    """``set``: one key, its value from the command line or stdin."""
+    """``set``: one key, its value from the command line or stdin (refused if a terminal)."""
     key = _argument_bytes(args.key, args.encoded)
     if args.value is None:
-        value = sys.stdin.buffer.read()
+        value = _piped_stdin(args, "VALUE is left out", "give VALUE, or pipe the value in").read()
     else:
         value = _argument_bytes(args.value, args.encoded)
     with db.open(args.database, "c" if args.create else "w") as database:
@@ -391,9 +425,8 @@ def run_convert(args):
     with Progress("converting") as progress:
         kind, count = migrate.convert(args.source, args.destination, progress=progress)
     print(
-        "converted {:,} keys from the {} database {} into the semidbm database {}".format(
-            count, kind, args.source, args.destination
-        )
+        "converted %s from the %s database %s into the semidbm database %s"
+        % (quantity(count, "key"), kind, args.source, args.destination)
     )
     return OK
 
@@ -416,21 +449,191 @@ def run_export(args):
 
 
 def run_import(args):
-    """``import``: a dump from a file or stdin into a database, created if missing."""
-    with contextlib.ExitStack() as stack:
+    """``import``: a dump from a file or stdin into a database, created if missing.
+
+    ``migrate.import_dump`` checks the whole dump before it stores a
+    record, so a malformed dump writes nothing. A failure after that (a
+    full disk; an interrupt: SIGINT, SIGTERM or SIGHUP, held while a
+    record is being stored) removes the database if this import created
+    it. An existing one is written unbuffered, each record before the
+    next, so that the error can say exactly how many of the dump's
+    records it holds: the first N, in order. (Making it all or nothing
+    needs atomic batches, which semidbm does not have yet.)
+    """
+    created = not os.path.lexists(args.database)
+    with _catching_interrupts() as interrupts, contextlib.ExitStack() as stack:
         if args.dump == "-":
-            stream, total = sys.stdin.buffer, None
+            stream = _piped_stdin(args, "DUMP is -", "give a file, or pipe the dump in")
         else:
             stream = stack.enter_context(open(args.dump, "rb"))
-            total = os.fstat(stream.fileno()).st_size
-        database = stack.enter_context(db.open(args.database, "c"))
-        progress = stack.enter_context(Progress("importing", unit="bytes"))
+        database = made = counted = None
         try:
-            count = migrate.import_dump(stream, database, lambda done, _: progress(done, total))
-        except ValueError as exc:
-            raise Failure("%s: %s" % (args.dump, exc)) from None
-    print("imported {:,} records from {} into {}".format(count, args.dump, args.database))
+            with interrupts if created else contextlib.nullcontext():
+                database = db.open(args.database, "c", **({} if created else {"buffer_size": 0}))
+                made = os.lstat(args.database) if created else None
+            counted = _Counted(database, interrupts)
+            checking = stack.enter_context(Progress("checking", unit="bytes"))
+            importing = stack.enter_context(Progress("importing", unit="bytes"))
+            count = migrate.import_dump(stream, counted, importing, check_progress=checking)
+            with interrupts:  # not cut short: it writes out and syncs
+                database.close()
+        except BaseException as exc:
+            interrupts.hold()
+            if database is not None:
+                _close_after_failure(database)
+            if made is not None:
+                _remove_created(args.database, made)
+            kept = counted.stored if counted is not None and made is None else 0
+            failure = _import_failure(exc, args, kept)
+            if failure is None:
+                raise
+            raise failure from None
+    print(
+        "imported %s from %s into %s" % (quantity(count, "record"), _dump_name(args), args.database)
+    )
     return OK
+
+
+def _dump_name(args):
+    """The dump of an ``import``, as its messages name it: its path, or "stdin"."""
+    return "stdin" if args.dump == "-" else args.dump
+
+
+def _piped_stdin(args, missing, instead):
+    """Standard input's bytes, for ``args``'s command to read what it lacks (``missing``).
+
+    A terminal is refused as a bad argument (status 2), saying what to do
+    ``instead``, rather than read until Ctrl-D: a user who left an
+    argument out would see the command wait for no visible reason. So is
+    a closed standard input.
+    """
+    if sys.stdin is None or sys.stdin.isatty():
+        where = "closed" if sys.stdin is None else "a terminal"
+        args.parser.error("%s and standard input is %s: %s" % (missing, where, instead))
+    return sys.stdin.buffer
+
+
+def _import_failure(exc, args, stored):
+    """What reports ``exc``, which stopped an import that left ``stored`` records (None: itself)."""
+    if stored:
+        outcome = "the dump's first %s went into %s, the rest did not" % (
+            quantity(stored, "record"),
+            args.database,
+        )
+    else:
+        outcome = "nothing imported"
+    if isinstance(exc, KeyboardInterrupt):
+        return KeyboardInterrupt(outcome)
+    if isinstance(exc, ValueError):
+        return Failure("%s: %s; %s" % (_dump_name(args), exc, outcome))
+    if isinstance(exc, OSError):
+        return Failure("%s; %s" % (describe(exc), outcome))
+    return None
+
+
+def _close_after_failure(database):
+    """Close ``database`` after a failed import, dropping an error (a full disk) in closing."""
+    try:
+        database.close()
+    except OSError:
+        pass
+
+
+def _remove_created(path, made):
+    """Remove the database at ``path`` that this run created; ``made`` is its directory's lstat.
+
+    Only if ``path`` is still that directory: a symlink or another
+    directory put there since is left alone. Only a new database's files
+    go (``db._remove_new_database``), and the directory only if that
+    empties it.
+    """
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(now.st_mode) and os.path.samestat(now, made):
+        db._remove_new_database(path)
+
+
+class _Counted:
+    """The database as an import writes it: counts the records stored, each stored whole.
+
+    A signal that ``interrupts`` turns into KeyboardInterrupt is held
+    while a record is stored and raised after it, so the count is exact.
+    """
+
+    def __init__(self, database, interrupts):
+        self._database = database
+        self._interrupts = interrupts
+        self.stored = 0
+
+    def __setitem__(self, key, value):
+        with self._interrupts:
+            self._database[key] = value
+            self.stored += 1
+
+
+#: The signals that interrupt an import, which then cleans up (Ctrl-C, kill, a closed terminal).
+_INTERRUPTING = [
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+]
+
+
+@contextlib.contextmanager
+def _catching_interrupts():
+    """Turn the interrupting signals into KeyboardInterrupt while it lasts; yield the _Interrupts.
+
+    A signal that is ignored (``nohup``, a background job) stays ignored.
+    Handlers can be set only in the main thread: in another, nothing
+    changes, and the signals are the main thread's business.
+    """
+    interrupts = _Interrupts()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in _INTERRUPTING:
+            if signal.getsignal(number) != signal.SIG_IGN:
+                previous[number] = signal.signal(number, interrupts.arrived)
+    try:
+        yield interrupts
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+class _Interrupts:
+    """Raises an interrupting signal as KeyboardInterrupt, but never in the middle of a step.
+
+    ``with interrupts:`` marks a step that must not be cut in two (a
+    record being stored and counted): a signal that arrives during it is
+    raised when the step ends. After :meth:`hold` (the cleanup after a
+    failure), none is raised at all.
+    """
+
+    def __init__(self):
+        self._in_step = False
+        self._pending = False
+        self._holding = False
+
+    def arrived(self, number, frame):
+        """The signal handler: raise now, or after the step under way."""
+        if self._in_step or self._holding:
+            self._pending = True
+            return
+        raise KeyboardInterrupt
+
+    def hold(self):
+        """Raise no signal from now on: what follows must run to its end."""
+        self._holding = True
+
+    def __enter__(self):
+        self._in_step = True
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self._in_step = False
+        if self._pending and kind is None and not self._holding:
+            self._pending = False
+            raise KeyboardInterrupt
 
 
 def run_bench(args):
@@ -457,9 +660,9 @@ def run_bench(args):
                 del database[key]
         timings.append(("open and delete (then close: sync)", time.perf_counter() - started))
     print(
-        "semidbm %s, %s kernel: {:,} keys, values of {:,} bytes (quick timing; see "
-        "`semidbm bench --help` for fuller benchmarks)".format(count, args.value_size)
-        % (__version__, db.implementation)
+        "semidbm %s, %s kernel: %s, values of %s (quick timing; see "
+        "`semidbm bench --help` for fuller benchmarks)"
+        % (__version__, db.implementation, quantity(count, "key"), _bytes(args.value_size))
     )
     for name, seconds in timings:
         print("  %-36s %8.3f s  %12s ops/s" % (name, seconds, "{:,.0f}".format(count / seconds)))

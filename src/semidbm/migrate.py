@@ -3,10 +3,14 @@
 - :func:`convert` copies any database the standard library's
   :func:`dbm.open` opens (``dbm.gnu``, ``dbm.ndbm``, ``dbm.dumb``, and
   ``dbm.sqlite3`` on Pythons that have it) into a new semidbm database.
+  It says what a source it cannot take is: one of ``dbm.sqlite3`` on a
+  Python older than 3.13, or of ``sqlitedict`` (whose values are pickled
+  objects, for a shelf).
 - :func:`export_dump` and :func:`import_dump` write and read a dump: a
   portable, binary-safe text file with one record a line. An export
   never writes into the database it reads (its files, links to them,
-  or anything in its directory): it refuses such an output.
+  or anything in its directory): it refuses such an output. An import
+  checks the whole dump before it stores the first record.
 
 The dump format: ASCII text; lines starting with ``#`` are
 comments and blank lines are ignored; every other line is ``KEY VALUE``,
@@ -18,23 +22,50 @@ empty value leaves the line ending in the space). A line may end in
 ``\\n`` or ``\\r\\n``.
 """
 
+from __future__ import annotations
+
 import binascii
+import contextlib
 import dbm
 import errno
+import importlib
 import os
 import re
 import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Protocol, Union
 
-from . import db as _db
+from . import open as _open_semidbm
+from ._messages import TOO_LONG
+from ._progress import noun, quantity
 from .errors import DBMError
-from .format import DATA_NAME, MAGIC
+from .format import DATA_NAME, MAGIC, MAX_LENGTH
+
+if TYPE_CHECKING:
+    from . import _Database
+
+#: A path, as the functions take it.
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: A progress callback: called with (work done, work in all), in the unit its function says.
+_Progress = Callable[[int, int], object]
+
+
+class _RecordSink(Protocol):
+    """What :func:`import_dump` stores records in: an open semidbm database, or any mapping."""
+
+    def __setitem__(self, key: bytes, value: bytes, /) -> None: ...
+
 
 #: The bytes that stand for themselves in a dump field.
 _LITERAL = bytes(byte for byte in range(0x21, 0x7F) if byte not in b"%#")
 _ESCAPED = ["%%%02X" % byte if byte not in _LITERAL else chr(byte) for byte in range(256)]
 #: The characters a field may hold: the literal ones and "%", which must start an escape.
 _FIELD_CHARACTERS = _LITERAL + b"%"
-_BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
+_BAD_ESCAPE = re.compile(b"%(?![0-9A-Fa-f]{2})")
+#: The characters of a record line: its fields' and the space between them.
+_RECORD_CHARACTERS = _FIELD_CHARACTERS + b" "
 
 #: The first line of a dump, a comment saying what follows.
 DUMP_HEADER = (
@@ -46,26 +77,30 @@ DUMP_HEADER = (
 _REFUSAL = "refusing to write the dump to %s: it is %s"
 
 
-def encode_field(data):
+def encode_field(data: bytes) -> str:
     """Return the bytes ``data`` as a dump field (a str of printable ASCII)."""
     if not data.translate(None, _LITERAL):
         return data.decode("ascii")
     return "".join(map(_ESCAPED.__getitem__, data))
 
 
-def decode_field(field):
+def decode_field(field: str) -> bytes:
     """Return the bytes the dump field ``field`` stands for; ValueError if it is malformed."""
     try:
         text = field.encode("ascii")
     except UnicodeEncodeError:
         text = b"\x80"
-    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(field):
+    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(text):
         raise ValueError("malformed field (only printable ASCII and %XX escapes may appear)")
     # As quoted-printable escapes (=XX, once a literal "=" is one), binascii decodes them in C.
     return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
 
 
-def export_dump(database, output, progress=None):
+def export_dump(
+    database: _Database,
+    output: _Path | IO[bytes],
+    progress: _Progress | None = None,
+) -> int:
     """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
     ``output`` is a binary stream or the path of a file to create (or
@@ -145,59 +180,220 @@ def _refuse_database_file(name, info, directory):
                 raise DBMError(_REFUSAL % (name, what))
 
 
-def import_dump(stream, database, progress=None):
-    """Store every record of the dump read from the binary ``stream`` in the open ``database``.
+def import_dump(
+    stream: IO[bytes],
+    database: _RecordSink,
+    progress: _Progress | None = None,
+    *,
+    check_progress: _Progress | None = None,
+) -> int:
+    """Store every record of the dump read from the binary ``stream`` in ``database``.
 
-    A key already present takes the dump's value. A malformed line raises
-    ValueError naming its number, after the records before it were
-    stored. ``progress(done, total)``, if given, is called with the bytes
-    read so far (``total`` is None). Returns the count of records read.
+    The whole dump is checked before the first record is stored: a
+    malformed line, or a key or value longer than semidbm takes, raises
+    ValueError naming its line number, and nothing is written. So the
+    dump is read twice, from where ``stream`` stands: a stream that cannot
+    seek (a pipe) is first copied to a temporary file in the system's
+    temporary directory, removed when the import ends.
+
+    ``database`` is an open semidbm database, or any mapping. A key
+    already present takes the dump's value (a key given twice, the
+    later). A failure while storing (a full disk) or an interrupt leaves
+    the records stored before it, the dump's first ones, in order. A
+    file that changes during the import (its size or modification time)
+    is a ValueError too: before the first write if it changed while it
+    was checked, else after (saying how many records were stored).
+    ``check_progress(done, total)`` is called while the dump is checked,
+    and ``progress(done, total)`` while it is stored, with the bytes of
+    the dump read so far and its size. Returns the count of records.
     """
-    count = 0
-    consumed = 0
-    for number, raw in enumerate(stream, 1):
-        consumed += len(raw)
-        try:
-            line = raw.decode("ascii")
-        except UnicodeDecodeError:
-            raise ValueError("dump line %d: not ASCII text" % number) from None
-        line = line.rstrip("\n")
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line or line.startswith("#"):
-            continue
-        fields = line.split(" ")
-        if len(fields) != 2:
+    with _rereadable(stream) as source:
+        start = source.tell()
+        size = source.seek(0, os.SEEK_END) - start
+        source.seek(start)
+        before = _file_state(source)
+        _check_dump(source, size, check_progress)
+        if _file_state(source) != before:
             raise ValueError(
-                "dump line %d: expected KEY VALUE separated by one space, found %d fields"
-                % (number, len(fields))
+                "the dump changed while it was checked (its size or modification time); "
+                "nothing was stored"
             )
-        try:
-            key, value = decode_field(fields[0]), decode_field(fields[1])
-        except ValueError as exc:
-            raise ValueError("dump line %d: %s" % (number, exc)) from None
-        database[key] = value
-        count += 1
-        if progress is not None:
-            progress(consumed, None)
-    return count
+        source.seek(start)
+        stored = _store_dump(source, size, database, progress)
+        if _file_state(source) != before:
+            raise _changed("its size or modification time", stored)
+        return stored
 
 
-def is_semidbm_database(path):
-    """True if ``path`` is a directory holding a data file that starts like semidbm's."""
-    data_path = os.path.join(path, DATA_NAME)
+@contextlib.contextmanager
+def _rereadable(stream: IO[bytes]) -> Iterator[IO[bytes]]:
+    """``stream`` if it can seek; else a temporary file with the rest of it, removed at the end."""
+    if _seekable(stream):
+        yield stream
+        return
+    with tempfile.TemporaryFile(prefix="semidbm-import-") as spool:
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                break
+            with _writing_the_copy():
+                spool.write(chunk)
+        with _writing_the_copy():
+            spool.seek(0)  # writes out what is buffered
+        yield spool
+
+
+@contextlib.contextmanager
+def _writing_the_copy() -> Iterator[None]:
+    """Name the temporary directory in an error writing the copy of a dump (a full disk)."""
     try:
-        with open(data_path, "rb") as data:
-            return data.read(len(MAGIC)) == MAGIC
+        yield
+    except OSError as exc:
+        what = "%s (a temporary copy of the dump)" % exc.strerror
+        raise OSError(exc.errno, what, tempfile.gettempdir()) from None
+
+
+def _file_state(stream: IO[bytes]) -> tuple[int, int] | None:
+    """The size and modification time of the file under ``stream``; None if there is none."""
+    try:
+        info = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):  # io.BytesIO: io.UnsupportedOperation
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def _seekable(stream: IO[bytes]) -> bool:
+    """Whether ``stream`` can go back (a file can, a pipe, a terminal or a socket cannot)."""
+    try:
+        return stream.seekable()
+    except (AttributeError, ValueError):  # no such method; closed
+        return False
+
+
+def _lines(source: IO[bytes], size: int) -> Iterator[tuple[int, bytes]]:
+    """The lines, numbered from 1, of the next ``size`` bytes of ``source`` (fewer if it ends)."""
+    number = 0
+    while size > 0:
+        raw = source.readline(size)
+        if not raw:
+            return
+        size -= len(raw)
+        number += 1
+        yield number, raw
+
+
+def _parse_line(number: int, raw: bytes) -> tuple[bytes, bytes] | None:
+    """The record of the dump line ``raw`` (line ``number``), None for a comment or blank line.
+
+    Raises ValueError, naming the line, if it is malformed or holds more
+    bytes than a semidbm key or value may have.
+    """
+    try:
+        line = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise ValueError("dump line %d: not ASCII text" % number) from None
+    line = line.rstrip("\n")
+    if line.endswith("\r"):
+        line = line[:-1]
+    if not line or line.startswith("#"):
+        return None
+    fields = line.split(" ")
+    if len(fields) != 2:
+        raise ValueError(
+            "dump line %d: expected KEY VALUE separated by one space, found %s"
+            % (number, quantity(len(fields), "field"))
+        )
+    try:
+        key, value = decode_field(fields[0]), decode_field(fields[1])
+    except ValueError as exc:
+        raise ValueError("dump line %d: %s" % (number, exc)) from None
+    if len(key) > MAX_LENGTH or len(value) > MAX_LENGTH:
+        what = "keys" if len(key) > MAX_LENGTH else "values"
+        raise ValueError("dump line %d: %s" % (number, TOO_LONG % what))
+    return key, value
+
+
+def _check_dump(source: IO[bytes], size: int, progress: _Progress | None) -> None:
+    """Check the ``size`` bytes of dump at ``source``, storing nothing: ValueError if malformed."""
+    done = 0
+    for number, raw in _lines(source, size):
+        done += len(raw)
+        if not _is_plain_record(raw):
+            _parse_line(number, raw)  # a comment, a blank line, or an error that says what is wrong
+        if progress is not None:
+            progress(done, size)
+
+
+def _is_plain_record(raw: bytes) -> bool:
+    """Whether the dump line ``raw`` is a record :func:`_parse_line` takes: a fast, strict test.
+
+    It passes most lines of a dump without decoding their fields (halving
+    the time of the check); it fails comments, blank lines and malformed
+    lines, which :func:`_parse_line` then judges, saying what is wrong.
+    """
+    line = raw[:-1] if raw.endswith(b"\n") else raw
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return (
+        line.count(b" ") == 1
+        and not line.translate(None, _RECORD_CHARACTERS)
+        and _BAD_ESCAPE.search(line) is None
+        and len(line) <= MAX_LENGTH  # then so is each field, decoded
+    )
+
+
+def _store_dump(
+    source: IO[bytes], size: int, database: _RecordSink, progress: _Progress | None
+) -> int:
+    """Store the records of the ``size`` bytes of checked dump at ``source``; return their count.
+
+    The dump is parsed again as it is stored: a malformed line now means
+    that the file changed since it was checked.
+    """
+    stored = done = 0
+    for number, raw in _lines(source, size):
+        done += len(raw)
+        try:
+            record = _parse_line(number, raw)
+        except ValueError as exc:
+            raise _changed(str(exc), stored) from None
+        if record is not None:
+            database[record[0]] = record[1]
+            stored += 1
+        if progress is not None:
+            progress(done, size)
+    return stored
+
+
+def _changed(how: str, stored: int) -> ValueError:
+    """The error of a dump file that changed (``how``) after it was checked."""
+    return ValueError(
+        "the dump changed after it was checked (%s), and %s had been stored"
+        % (how, quantity(stored, "record"))
+    )
+
+
+def is_semidbm_database(path: _Path) -> bool:
+    """True if ``path`` is a directory holding a data file that starts like semidbm's."""
+    return _starts_with(os.path.join(os.fsdecode(os.fspath(path)), DATA_NAME), MAGIC)
+
+
+def _starts_with(path: str, magic: bytes) -> bool:
+    """Whether ``path`` is a file that can be read and starts with the bytes ``magic``."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(magic)) == magic
     except OSError:
         return False
 
 
-def source_kind(source):
+def source_kind(source: _Path) -> str:
     """The stdlib module that :func:`dbm.open` would use for ``source`` (``"dbm.gnu"``, ...).
 
     Raises :class:`semidbm.error` with a message that says why when
-    there is none: no such database, one of unknown type, or semidbm's own.
+    there is none: no such database, one of unknown type, or semidbm's
+    own; an SQLite file that is a ``dbm.sqlite3`` database on a Python
+    without that module (before 3.13), a ``sqlitedict`` one, or neither.
     """
     source = os.fsdecode(os.fspath(source))
     if is_semidbm_database(source):
@@ -205,12 +401,104 @@ def source_kind(source):
     kind = dbm.whichdb(source)
     if kind is None:
         raise DBMError("no database at %s (or it cannot be read)" % source)
+    if kind in ("", "dbm.sqlite3") and _starts_with(source, _SQLITE_MAGIC):
+        return _sqlite_kind(source)
     if kind == "":
         raise DBMError("%s is not a database that the standard library's dbm knows" % source)
     return kind
 
 
-def convert(source, destination, progress=None, **options):
+#: The first bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The columns, (name, declared type), of dbm.sqlite3's one table, "Dict".
+_DBM_SQLITE3_COLUMNS = [("key", "BLOB"), ("value", "BLOB")]
+#: The columns of each table of a sqlitedict file (its default table is "unnamed").
+_SQLITEDICT_COLUMNS = [("key", "TEXT"), ("value", "BLOB")]
+
+
+def _sqlite_kind(path: str) -> str:
+    """``"dbm.sqlite3"`` for a database of that module that this Python can open; else refused.
+
+    The tables tell the SQLite files apart: dbm.sqlite3 makes one,
+    ``Dict``, of BLOB keys and values; sqlitedict makes tables of TEXT
+    keys and BLOB values (pickles, by default). A sqlitedict database is
+    refused, saying how to copy it: its values are Python objects, so it
+    belongs in a shelf, and only sqlitedict knows how it encoded them.
+    """
+    tables = _sqlite_tables(path)
+    if tables.get("Dict") == _DBM_SQLITE3_COLUMNS:
+        if not _has_dbm_sqlite3():
+            raise DBMError(
+                "%s is a dbm.sqlite3 database: converting it needs Python 3.13 or newer "
+                "(dbm.sqlite3), and this is Python %d.%d" % ((path,) + sys.version_info[:2])
+            )
+        return "dbm.sqlite3"
+    if tables and all(columns == _SQLITEDICT_COLUMNS for columns in tables.values()):
+        names = sorted(tables)
+        raise DBMError(
+            "%s is a sqlitedict database (%s %s), not a dbm: its values are pickled Python "
+            "objects, for a shelf; copy them in Python: with semidbm.open_shelf(DST) as shelf: "
+            "shelf.update(sqlitedict.SqliteDict(%r, tablename=%s).items())"
+            % (
+                path,
+                noun("table", len(names)),
+                ", ".join(map(repr, names)),
+                path,
+                repr(names[0]) if len(names) == 1 else "TABLE",
+            )
+        )
+    raise DBMError(
+        "%s is an SQLite database, but not one of dbm.sqlite3 (no table Dict of BLOB key "
+        "and value) or sqlitedict" % path
+    )
+
+
+def _sqlite_tables(path: str) -> dict[str, list[tuple[str, str]]]:
+    """The tables of the SQLite database at ``path``, each with its (name, type) columns.
+
+    The file is opened read-only; an error reading it (no sqlite3
+    module, a locked or damaged file) is a :class:`semidbm.error`.
+    """
+    import urllib.request  # here: it takes a while to import, and few commands need it
+
+    try:
+        import sqlite3
+    except ImportError:
+        raise DBMError(
+            "%s is an SQLite file, and this Python has no sqlite3 module to read it" % path
+        ) from None
+    uri = "file:%s?mode=ro" % urllib.request.pathname2url(os.path.abspath(path))
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+            names = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            return {
+                name: [
+                    (column[1], column[2].upper())
+                    for column in connection.execute(
+                        'PRAGMA table_info("%s")' % name.replace('"', '""')
+                    )
+                ]
+                for (name,) in names.fetchall()
+            }
+    except sqlite3.Error as exc:
+        raise DBMError("cannot read the SQLite database %s: %s" % (path, exc)) from None
+
+
+def _has_dbm_sqlite3() -> bool:
+    """Whether this Python has ``dbm.sqlite3`` (3.13 and later, built with sqlite3)."""
+    try:
+        importlib.import_module("dbm.sqlite3")
+    except ImportError:
+        return False
+    return True
+
+
+def convert(
+    source: _Path,
+    destination: _Path,
+    progress: _Progress | None = None,
+    **options: Any,
+) -> tuple[str, int]:
     """Copy the stdlib dbm database ``source`` into a new semidbm database ``destination``.
 
     ``source`` is what you would pass to :func:`dbm.open`; it is opened
@@ -218,23 +506,25 @@ def convert(source, destination, progress=None, **options):
     that was written is removed. ``options`` go to :func:`semidbm.open`.
     ``progress(done, total)``, if given, is called with the count of keys
     copied. Returns ``(kind, count)``: the source's module name (as
-    :func:`dbm.whichdb` gives it) and the number of keys copied.
+    :func:`dbm.whichdb` gives it) and the number of keys copied. A source
+    it cannot copy is :class:`semidbm.error` saying why
+    (:func:`source_kind`).
     """
     kind = source_kind(source)
-    destination = os.fsdecode(os.fspath(destination))
-    if os.path.lexists(destination):
-        raise DBMError("%s already exists; convert writes a new database" % destination)
+    name, new_name = os.fsdecode(os.fspath(source)), os.fsdecode(os.fspath(destination))
+    if os.path.lexists(new_name):
+        raise DBMError("%s already exists; convert writes a new database" % new_name)
     try:
-        old = dbm.open(os.fsdecode(os.fspath(source)), "r")
+        old = dbm.open(name, "r")
     except dbm.error[0] as exc:  # not an OSError: "the module is not available"
-        raise DBMError("cannot open %s: %s" % (source, exc)) from None
+        raise DBMError("cannot open %s: %s" % (name, exc)) from None
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
             message = "locked by a process that has it open for writing"
             raise DBMError(exc.errno, message, source) from None
         raise
     try:
-        new = _db.open(destination, "n", **options)
+        new = _open_semidbm(new_name, "n", **options)
         try:
             keys = old.keys()
             for done, key in enumerate(keys, 1):
@@ -244,7 +534,7 @@ def convert(source, destination, progress=None, **options):
             new.close()
         except BaseException:
             new.close()
-            shutil.rmtree(destination, ignore_errors=True)
+            shutil.rmtree(new_name, ignore_errors=True)
             raise
     finally:
         old.close()
