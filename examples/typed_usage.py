@@ -6,12 +6,18 @@ real signatures. ``scripts/check_packaging.py`` runs mypy on it against
 the installed wheel, and runs it.
 """
 
+import dbm.dumb
+import json
+import os
 import shelve
 import sys
 import tempfile
 from pathlib import Path
 
 import semidbm
+import semidbm.db
+import semidbm.migrate
+import semidbm.shelf
 
 
 def count_words(path: Path, words: list[str]) -> dict[bytes, int]:
@@ -42,6 +48,17 @@ def read_back(path: Path) -> list[bytes]:
         db.close()
 
 
+def log_size(path: Path) -> tuple[int, int]:
+    """The number of keys and the data file's size, through ``semidbm.db`` (for tools).
+
+    ``semidbm.db.open`` is ``semidbm.open``, typed the same; ``data_file``
+    finds a database's data file, checking that it is one.
+    """
+    with semidbm.db.open(path) as db:
+        keys = len(db)
+    return keys, os.path.getsize(semidbm.db.data_file(path))
+
+
 def store_objects(path: Path) -> int:
     """Use a semidbm database as a ``shelve`` backend."""
     shelf: shelve.Shelf[dict[str, int]] = shelve.Shelf(semidbm.open(path, "n"))
@@ -69,6 +86,34 @@ def safe_settings(path: Path) -> list[bytes]:
     return walked
 
 
+def typed_shelf(path: Path) -> int:
+    """``semidbm.shelf.Shelf`` over a database opened apart, its values typed, stored as JSON."""
+    primes: semidbm.shelf.Shelf[list[int]] = semidbm.shelf.Shelf(
+        semidbm.open(path, "n"), writeback=True, serializer="json"
+    )
+    with primes:
+        primes["small"] = [2, 3, 5]
+        primes["small"].append(7)
+        return sum(primes["small"])
+
+
+def own_serializer(path: Path) -> object:
+    """Any object with ``dumps`` and ``loads`` serializes, the ``json`` module included."""
+    with semidbm.open_shelf(path, "n", serializer=json) as shelf:
+        shelf["k"] = {"a": [1]}
+        return shelf["k"]
+
+
+def migrate(place: Path) -> tuple[str, int, int]:
+    """Copy a ``dbm.dumb`` database into semidbm, then dump the copy as text."""
+    with dbm.dumb.open(str(place / "old"), "c") as old:
+        old[b"key"] = b"value"
+    kind, count = semidbm.migrate.convert(place / "old", place / "new.db", buffer_size=0)
+    with semidbm.open(place / "new.db") as db, open(place / "dump.txt", "wb") as dump:
+        exported = semidbm.migrate.export_dump(db, dump)
+    return kind, count, exported
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as place:
         words = Path(place) / "words.db"
@@ -76,8 +121,13 @@ def main() -> None:
         assert counts == {b"to": 2, b"be": 2, b"or": 1, b"not": 1}, counts
         assert read_back(words) == [b"be", b"not", b"or", b"to"]
         assert read_back(Path(place) / "missing.db") == []
+        keys, size = log_size(words)
+        assert keys == 4 and size > 0, (keys, size)
         assert store_objects(Path(place) / "objects.db") == 3
         assert safe_settings(Path(place) / "settings.db") == [b"colours"]
+        assert typed_shelf(Path(place) / "primes.db") == 17
+        assert own_serializer(Path(place) / "own.db") == {"a": [1]}
+        assert migrate(Path(place)) == ("dbm.dumb", 1, 1)
         with semidbm.open(words, "w") as db:
             del db[memoryview(b"or")]
             removed = db.pop("not", None)

@@ -9,6 +9,8 @@ import json
 import os
 import pickle
 import shelve
+import subprocess
+import sys
 
 import pytest
 
@@ -324,3 +326,48 @@ def test_pickle_serializer_uses_the_protocol():
     assert isinstance(serializer, PickleSerializer)
     assert serializer.dumps([1]) == pickle.dumps([1], 0)
     assert serializer.loads(serializer.dumps({"a": (1,)})) == {"a": (1,)}
+
+
+# --- a database closed under its shelf ---
+
+
+def test_closing_a_shelf_whose_database_is_closed_already(dbopen, dbpath):
+    database = dbopen(dbpath, "c")
+    shelf = Shelf(database, writeback=True)
+    shelf["k"] = [1]
+    shelf.sync()  # nothing left in the cache
+    database.close()
+    shelf.close()  # nothing to write: no error
+    with pytest.raises(ValueError):
+        shelf["k"]
+
+
+def test_a_cache_that_a_closed_database_cannot_take_is_an_error(dbopen, dbpath):
+    database = dbopen(dbpath, "c")
+    shelf = Shelf(database, writeback=True)
+    shelf["k"] = [1]
+    shelf["k"].append(2)
+    database.close()
+    with pytest.raises(semidbm.error, match="closed"):
+        shelf.close()
+    with dbopen(dbpath, "r") as reader:
+        assert pickle.loads(reader[b"k"]) == [1]
+
+
+LEFT_OPEN = """
+import sys, semidbm
+shelf = semidbm.open_shelf(sys.argv[1], serializer="json")
+shelf["k"] = [1]
+"""
+
+
+@pytest.mark.parametrize("pure", ["1", ""], ids=["python", "cython"])
+def test_a_shelf_left_open_at_exit_closes_quietly(tmp_path, pure):
+    environment = dict(os.environ, SEMIDBM_PURE_PYTHON=pure)
+    done = subprocess.run(
+        [sys.executable, "-c", LEFT_OPEN, str(tmp_path / "s.db")],
+        capture_output=True, text=True, env=environment,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    with semidbm.open_shelf(tmp_path / "s.db", "r", serializer="json") as shelf:
+        assert shelf["k"] == [1]

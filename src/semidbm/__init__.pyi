@@ -6,9 +6,8 @@ exists only for type checkers. Keys and values may be given as str
 (stored as UTF-8) or any bytes-like object; they come back as bytes.
 """
 
-import shelve
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import Any, Literal, Protocol, TypeVar, Union, overload
+from typing import Literal, TypeVar, Union, overload
 
 from _typeshed import ReadableBuffer, StrOrBytesPath
 from typing_extensions import Self
@@ -17,16 +16,13 @@ from .errors import DBMChecksumError as DBMChecksumError
 from .errors import DBMError as DBMError
 from .errors import DBMLoadError as DBMLoadError
 from .errors import TornTailWarning as TornTailWarning
+from .shelf import open_shelf as open_shelf
 
 _T = TypeVar("_T")
 _Data = Union[str, ReadableBuffer]
 _Flag = Literal["r", "w", "c", "n"]
 # Called during compact() with (bytes copied, bytes to copy).
 _Progress = Callable[[int, int], object]
-
-class _Serializer(Protocol):
-    def dumps(self, value: Any, /) -> bytes | str: ...
-    def loads(self, data: bytes, /) -> Any: ...
 
 __all__ = [
     "open",
@@ -102,14 +98,3 @@ def open(
     buffer_size: int = 1048576,
     recover: bool = False,
 ) -> _Database: ...
-def open_shelf(
-    filename: StrOrBytesPath,
-    flag: _Flag = "c",
-    protocol: int | None = None,
-    writeback: bool = False,
-    *,
-    serializer: Literal["pickle", "json"] | _Serializer = "pickle",
-    keyencoding: str = "utf-8",
-    mode: int = 0o666,
-    **options: Any,
-) -> shelve.Shelf[Any]: ...

@@ -7,6 +7,8 @@ followed by records. A put record is key length and value length
 value. A delete record has value length -1 and no value.
 """
 
+from __future__ import annotations
+
 import struct
 
 from ._settings import DEFAULT_BUFFER_SIZE
@@ -49,7 +51,7 @@ INDEX_NAME = "index"
 INDEX_TEMP_NAME = "index.new"
 
 
-def torn_tail_limit(buffer_size):
+def torn_tail_limit(buffer_size: int) -> int:
     """The longest unparseable tail that open drops without ``recover=True``.
 
     One interrupted flush leaves at most one buffer unfinished; the
@@ -59,7 +61,7 @@ def torn_tail_limit(buffer_size):
     return max(buffer_size, DEFAULT_BUFFER_SIZE)
 
 
-def check_header(header, path):
+def check_header(header: bytes, path: str) -> tuple[int, int]:
     """Raise DBMLoadError unless ``header`` is a data file header this version reads.
 
     Returns the file's format version, ``(major, minor)``.

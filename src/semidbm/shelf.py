@@ -11,11 +11,34 @@ serializer stores only JSON's types and reading it never runs code; use
 it for any shelf that you did not write yourself.
 """
 
+from __future__ import annotations
+
+import builtins
 import json
 import pickle
 import shelve
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
 from . import db as _db
+from .errors import DBMError
+
+if TYPE_CHECKING:
+    from _typeshed import StrOrBytesPath
+
+_VT = TypeVar("_VT")
+
+
+class _Serializer(Protocol):
+    """What the ``serializer`` option takes besides a name: ``json``, ``orjson``, your own."""
+
+    def dumps(self, value: Any, /) -> bytes | str: ...
+
+    def loads(self, data: bytes, /) -> Any: ...
+
+
+#: The ``serializer`` option: a name from :data:`SERIALIZERS`, or a serializer object.
+_SerializerOption = Union[Literal["pickle", "json"], _Serializer]
 
 
 class PickleSerializer:
@@ -27,41 +50,145 @@ class PickleSerializer:
 
     name = "pickle"
 
-    def __init__(self, protocol=None):
+    def __init__(self, protocol: int | None = None) -> None:
         self.protocol = protocol
 
-    def dumps(self, value):
+    def dumps(self, value: Any) -> bytes:
         """Return ``value`` pickled."""
         return pickle.dumps(value, self.protocol)
 
-    def loads(self, data):
+    def loads(self, data: bytes) -> Any:
         """Return the object pickled in ``data``."""
         return pickle.loads(data)
+
+
+def _compact_encoder(allow_nan: bool) -> json.JSONEncoder:
+    """A JSON encoder writing compact text, non-ASCII characters as they are."""
+    return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+
+
+#: What the JSON serializer writes with: made once, where ``json.dumps``
+#: with options would make one on every call.
+_STRICT = _compact_encoder(allow_nan=False)
+#: The same, but writing NaN and infinities as ``json.dumps`` does by
+#: default: only to compare with entries that other JSON writers stored.
+_LENIENT = _compact_encoder(allow_nan=True)
+
+
+def _to_json(value: object, encoder: json.JSONEncoder) -> bytes:
+    """Return ``value`` as UTF-8 JSON, or raise TypeError if it would not read back as it is.
+
+    The encoder refuses objects JSON has no type for, cycles, ints too
+    long for ``int`` to write, nesting too deep to encode and (strict)
+    non-finite floats; :func:`_refuse_non_str_keys` refuses the dict keys
+    it would silently turn into strings. A str holding a surrogate code
+    point (``surrogateescape`` makes them) is refused too: UTF-8 cannot
+    hold it, and a ``\\u`` escape of a pair of them reads back as one
+    character.
+    """
+    try:
+        text = encoder.encode(value)
+    except (ValueError, RecursionError) as exc:
+        raise TypeError("not storable as JSON: %s" % exc) from None
+    _refuse_non_str_keys(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TypeError(
+            "not storable as JSON: a str holds the surrogate %r, which UTF-8 cannot encode"
+            % exc.object[exc.start : exc.end]
+        ) from None
+
+
+#: The types whose items JSON writes: searched for dict keys.
+_CONTAINERS = (dict, list, tuple)
+#: The types of items that hold no dict, as ``type()`` gives them (no subclasses).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: The type of the keys JSON keeps as they are (its subclasses too, looked at one by one).
+_STR = frozenset({str})
+
+
+def _refuse_non_str_keys(value: object) -> None:
+    """Raise TypeError if a dict anywhere in ``value`` has a key that is not a str.
+
+    JSON's encoder writes an int, float, bool or None key as a string,
+    so ``{1: 2}`` would read back as ``{"1": 2}``. Only for a value the
+    encoder took: that one holds no cycle, so the walk ends. The checks
+    by the set of ``type()`` run in C: they spare the JSON write path a
+    Python-level look at every key, and at every item of a long list.
+    """
+    if not isinstance(value, _CONTAINERS):
+        return
+    pending = [value]
+    while pending:
+        items: Any = pending.pop()
+        if isinstance(items, dict):
+            if not _STR.issuperset(map(type, items)):
+                _refuse_keys(items)
+            items = items.values()
+        if len(items) > 16 and _SCALARS.issuperset(map(type, items)):
+            continue  # a long run of scalars (shorter ones cost less to loop over)
+        for item in items:
+            if type(item) not in _SCALARS and isinstance(item, _CONTAINERS):
+                pending.append(item)
+
+
+def _refuse_keys(mapping: dict[Any, Any]) -> None:
+    """Raise TypeError for the first key of ``mapping`` that is not a str (or a subclass)."""
+    for key in mapping:
+        if not isinstance(key, str):
+            raise TypeError(
+                "not storable as JSON: dict key %r is of type %s; JSON keys are str, "
+                "and it would read back as a string" % (key, type(key).__name__)
+            )
+
+
+def _json_holds(data: bytes, value: object) -> bool:
+    """Whether the JSON text ``data`` reads as ``value``, NaN and infinities included.
+
+    Both are compared as the lenient encoder writes them, so the answer
+    does not depend on how the text was spaced; a value that even that
+    encoder refuses (a set, a cycle, a non-str key) is never held.
+    """
+    try:
+        return _to_json(value, _LENIENT) == _to_json(json.loads(data), _LENIENT)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 class JSONSerializer:
     """Values as UTF-8 JSON: safe to read from anyone, since loading runs no code.
 
-    Stores None, bools, numbers, str, lists and dicts with str keys;
-    tuples come back as lists; anything else is a TypeError when stored.
+    Stores None, bools, ints, finite floats, str, lists and dicts with
+    str keys, nested; tuples come back as lists. Anything else is a
+    TypeError when stored: a set, bytes, a dict key that is not a str
+    (JSON would turn ``{1: 2}`` into ``{"1": 2}``), NaN or an infinity
+    (not JSON), a str holding a surrogate (not UTF-8), a cycle, an int
+    too long to write as text. So whatever is stored reads back equal,
+    and the stored text is standard JSON.
+    Reading accepts the ``NaN``, ``Infinity`` and ``-Infinity`` that
+    other JSON writers (``json.dumps`` by default) put in.
     """
 
     name = "json"
 
-    def dumps(self, value):
-        """Return ``value`` as compact UTF-8 JSON."""
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    def dumps(self, value: Any) -> bytes:
+        """Return ``value`` as compact UTF-8 JSON; TypeError if it would not read back equal."""
+        return _to_json(value, _STRICT)
 
-    def loads(self, data):
+    def loads(self, data: bytes) -> Any:
         """Return the value of the JSON text ``data``."""
         return json.loads(data)
 
 
 #: The serializers known by name.
-SERIALIZERS = {"pickle": PickleSerializer, "json": JSONSerializer}
+SERIALIZERS: dict[str, type[PickleSerializer] | type[JSONSerializer]] = {
+    "pickle": PickleSerializer,
+    "json": JSONSerializer,
+}
 
 
-def make_serializer(serializer, protocol=None):
+def make_serializer(serializer: _SerializerOption, protocol: int | None = None) -> _Serializer:
     """Return the serializer object for the ``serializer`` option of :class:`Shelf`.
 
     ``serializer`` is a name from :data:`SERIALIZERS` (``"pickle"``,
@@ -69,6 +196,7 @@ def make_serializer(serializer, protocol=None):
     str that is stored as UTF-8) and ``loads(data)`` methods, such as the
     ``json`` module itself. ``protocol`` is for pickle only.
     """
+    made: _Serializer
     if isinstance(serializer, str):
         try:
             factory = SERIALIZERS[serializer]
@@ -93,7 +221,7 @@ def make_serializer(serializer, protocol=None):
     return made
 
 
-class Shelf(shelve.Shelf):
+class Shelf(shelve.Shelf[_VT]):
     """A ``shelve.Shelf`` that stores values with the serializer given (pickle by default).
 
     ``dict`` is the underlying database (any dbm-like mapping; usually a
@@ -107,26 +235,47 @@ class Shelf(shelve.Shelf):
     is assigned, and is never cached; ``sync()`` and ``close()`` write
     every cached entry they can before raising for one that a mutation
     made unserializable, and ``close()`` closes the database all the same.
+    An entry read, cached and left unchanged is no refusal even if the
+    serializer would refuse it now: one holding NaN, that another JSON
+    writer stored, stays as it is stored.
     """
 
+    # What shelve.Shelf sets, which typeshed leaves undeclared.
+    dict: MutableMapping[bytes, bytes]
+    cache: builtins.dict[str, _VT]
+    writeback: bool
+    keyencoding: str
+    serializer: _Serializer
+
     def __init__(
-        self, dict, protocol=None, writeback=False, keyencoding="utf-8", *, serializer="pickle"
-    ):
+        self,
+        dict: MutableMapping[bytes, bytes],
+        protocol: int | None = None,
+        writeback: bool = False,
+        keyencoding: str = "utf-8",
+        *,
+        serializer: _SerializerOption = "pickle",
+    ) -> None:
         made = make_serializer(serializer, protocol)
         super().__init__(dict, protocol, writeback, keyencoding)
         # After the base class: from Python 3.15 on it sets a ``serializer``
         # of its own (a function), which only the methods overridden here use.
         self.serializer = made
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> _VT:
+        """Return the value of ``key``; ValueError naming the key if the serializer cannot read it.
+
+        Data nested too deep to read back is such an error too, not a
+        RecursionError: a file from elsewhere may hold anything.
+        """
         try:
             return self.cache[key]
         except KeyError:
             pass
         data = self.dict[key.encode(self.keyencoding)]
         try:
-            value = self.serializer.loads(data)
-        except ValueError as exc:
+            value: _VT = self.serializer.loads(data)
+        except (ValueError, RecursionError) as exc:
             raise ValueError(
                 "cannot read the value of %r with the %s serializer: %s"
                 % (key, getattr(self.serializer, "name", "given"), exc)
@@ -135,7 +284,7 @@ class Shelf(shelve.Shelf):
             self.cache[key] = value
         return value
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: str, value: _VT) -> None:
         """Store ``value``; the serializer's refusal is raised at once and changes nothing.
 
         The value is serialized before it is stored or cached, so with
@@ -146,14 +295,14 @@ class Shelf(shelve.Shelf):
         if self.writeback:
             self.cache[key] = value
 
-    def _serialize(self, value):
+    def _serialize(self, value: _VT) -> bytes:
         """Return ``value`` as the bytes to store (a str from the serializer is stored as UTF-8)."""
         data = self.serializer.dumps(value)
         if isinstance(data, str):
             data = data.encode("utf-8")
         return data
 
-    def sync(self):
+    def sync(self) -> None:
         """Write back cached entries (with ``writeback``) and sync the database.
 
         Every cached entry the serializer takes is written and the cache
@@ -167,47 +316,66 @@ class Shelf(shelve.Shelf):
         finally:
             super().sync()
 
-    def close(self):
+    def close(self) -> None:
         """Write back cached entries (with ``writeback``) and close the database.
 
         As with :meth:`sync`, a refused entry does not keep the others
         from being written, nor the database from being closed; its error
-        is raised after.
+        is raised after. A database closed already, with nothing cached
+        for it, is no error: semidbm closes its databases at exit, before
+        a shelf left open is collected and closed.
         """
+        nothing_to_write = not self.cache and getattr(self.dict, "closed", False) is True
         try:
             self._write_back()
         finally:
-            super().close()
+            try:
+                super().close()
+            except DBMError:
+                if not nothing_to_write:
+                    raise
 
-    def _write_back(self):
+    def _write_back(self) -> None:
         """Empty the cache into the database, if it takes writes; raise the first refusal last."""
         cache, self.cache = self.cache, {}
         if not getattr(self.dict, "writable", True):
             return
         refusal = None
         for key, value in cache.items():
+            encoded = key.encode(self.keyencoding)
             try:
                 data = self._serialize(value)
             except Exception as exc:  # the serializer's, whatever it raises
-                if refusal is None:
+                if refusal is None and not self._stored_as_it_is(encoded, value):
                     refusal = exc
                 continue
-            self.dict[key.encode(self.keyencoding)] = data
+            self.dict[encoded] = data
         if refusal is not None:
             raise refusal
 
+    def _stored_as_it_is(self, key: bytes, value: _VT) -> bool:
+        """Whether the JSON entry ``key`` holds ``value`` already, in JSON the serializer refuses.
+
+        Such an entry (NaN from another JSON writer, say) reads back; with
+        ``writeback`` it is cached and, unchanged, needs no writing.
+        """
+        if not isinstance(self.serializer, JSONSerializer):
+            return False
+        stored = self.dict.get(key)
+        return stored is not None and _json_holds(stored, value)
+
 
 def open_shelf(
-    filename,
-    flag="c",
-    protocol=None,
-    writeback=False,
+    filename: StrOrBytesPath,
+    flag: Literal["r", "w", "c", "n"] = "c",
+    protocol: int | None = None,
+    writeback: bool = False,
     *,
-    serializer="pickle",
-    keyencoding="utf-8",
-    mode=0o666,
-    **options,
-):
+    serializer: _SerializerOption = "pickle",
+    keyencoding: str = "utf-8",
+    mode: int = 0o666,
+    **options: Any,
+) -> Shelf[Any]:
     """Open a shelf on the semidbm database ``filename``, as ``shelve.open`` does on a dbm.
 
     ``flag`` and ``mode`` are as for :func:`semidbm.open` (default
