@@ -196,6 +196,8 @@ cdef uint64_t keys_next_live(Store store, size_t* position) except? 0:
     while position[0] < index.base.table.capacity:
         at = position[0]
         position[0] += 1
+        if at + RECORD_PREFETCH < index.base.table.capacity:
+            prefetch_base_record(&index.base, at + RECORD_PREFETCH)
         offset = index.base.table.slots[at].offset
         if offset == 0 or base_is_shadowed(&index.base, at):
             continue

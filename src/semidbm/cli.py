@@ -305,14 +305,13 @@ def run_delete(args):
 
 
 def run_keys(args):
-    """``keys``: sorted, one a line, raw or percent-encoded."""
-    with db.open(args.database) as database:
-        keys = sorted(database.keys())
+    """``keys``: sorted (by the kernel), one a line, raw or percent-encoded."""
     out = sys.stdout.buffer
-    for key in keys:
-        if args.encoded:
-            key = migrate.encode_field(key).encode("ascii")
-        out.write(key + b"\n")
+    with db.open(args.database) as database:
+        with Progress("sorting") as progress:
+            _, chunks = database._sorted_lines("encoded keys" if args.encoded else "keys", progress)
+        for _, chunk in chunks:
+            out.write(chunk)
     out.flush()
     return OK
 
@@ -405,12 +404,15 @@ def run_export(args):
     it, a new file in its directory), which would destroy it: migrate's
     export_dump checks the path before opening it, and stdout before writing.
     """
-    with db.open(args.database) as database, Progress("exporting") as progress:
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(db.open(args.database))
+        sorting = stack.enter_context(Progress("sorting"))
+        progress = stack.enter_context(Progress("exporting"))
         if args.dump == "-":
-            migrate.export_dump(database, sys.stdout.buffer, progress)
+            migrate.export_dump(database, sys.stdout.buffer, progress, sorting)
             sys.stdout.flush()
             return OK
-        count = migrate.export_dump(database, args.dump, progress)
+        count = migrate.export_dump(database, args.dump, progress, sorting)
     print("exported {:,} records from {} to {}".format(count, args.database, args.dump))
     return OK
 

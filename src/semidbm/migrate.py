@@ -18,23 +18,15 @@ empty value leaves the line ending in the space). A line may end in
 ``\\n`` or ``\\r\\n``.
 """
 
-import binascii
 import dbm
 import errno
 import os
-import re
 import shutil
 
 from . import db as _db
+from ._fields import decode_field, encode_field
 from .errors import DBMError
 from .format import DATA_NAME, MAGIC
-
-#: The bytes that stand for themselves in a dump field.
-_LITERAL = bytes(byte for byte in range(0x21, 0x7F) if byte not in b"%#")
-_ESCAPED = ["%%%02X" % byte if byte not in _LITERAL else chr(byte) for byte in range(256)]
-#: The characters a field may hold: the literal ones and "%", which must start an escape.
-_FIELD_CHARACTERS = _LITERAL + b"%"
-_BAD_ESCAPE = re.compile("%(?![0-9A-Fa-f]{2})")
 
 #: The first line of a dump, a comment saying what follows.
 DUMP_HEADER = (
@@ -46,32 +38,15 @@ DUMP_HEADER = (
 _REFUSAL = "refusing to write the dump to %s: it is %s"
 
 
-def encode_field(data):
-    """Return the bytes ``data`` as a dump field (a str of printable ASCII)."""
-    if not data.translate(None, _LITERAL):
-        return data.decode("ascii")
-    return "".join(map(_ESCAPED.__getitem__, data))
-
-
-def decode_field(field):
-    """Return the bytes the dump field ``field`` stands for; ValueError if it is malformed."""
-    try:
-        text = field.encode("ascii")
-    except UnicodeEncodeError:
-        text = b"\x80"
-    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(field):
-        raise ValueError("malformed field (only printable ASCII and %XX escapes may appear)")
-    # As quoted-printable escapes (=XX, once a literal "=" is one), binascii decodes them in C.
-    return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
-
-
-def export_dump(database, output, progress=None):
+def export_dump(database, output, progress=None, sort_progress=None):
     """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
     ``output`` is a binary stream or the path of a file to create (or
     replace). Records are written in key order, so dumps of equal
     databases are equal. ``progress(done, total)``, if given, is called
-    with the count of records written. Returns that count.
+    with the count of records written, and ``sort_progress(done,
+    total)`` with the keys in their place while they are sorted first.
+    Returns the count of records.
 
     An output that is one of the database's own files (by its name, a
     symlink or a hard link) or anywhere inside its directory is refused
@@ -83,21 +58,26 @@ def export_dump(database, output, progress=None):
     if isinstance(output, (str, bytes, os.PathLike)):
         _refuse_path_in_database(output, directory)
         with open(output, "wb") as stream:
-            return _write_dump(database, stream, progress)
+            return _write_dump(database, stream, progress, sort_progress)
     _refuse_stream_in_database(output, directory)
-    return _write_dump(database, output, progress)
+    return _write_dump(database, output, progress, sort_progress)
 
 
-def _write_dump(database, stream, progress):
-    """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`."""
-    keys = sorted(database.keys())
+def _write_dump(database, stream, progress, sort_progress):
+    """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`.
+
+    The kernel sorts the keys and makes the lines (in C with the
+    compiled kernel), a chunk at a time.
+    """
+    count, chunks = database._sorted_lines("dump", sort_progress)
     stream.write(DUMP_HEADER.encode("ascii"))
-    for done, key in enumerate(keys, 1):
-        line = "%s %s\n" % (encode_field(key), encode_field(database[key]))
-        stream.write(line.encode("ascii"))
+    done = 0
+    for lines, chunk in chunks:
+        stream.write(chunk)
+        done += lines
         if progress is not None:
-            progress(done, len(keys))
-    return len(keys)
+            progress(done, count)
+    return count
 
 
 def _refuse_path_in_database(output, directory):
