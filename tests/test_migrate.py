@@ -179,7 +179,10 @@ def test_export_and_import_report_progress(dbopen, dbpath):
         calls, sorted_calls = [], []
         stream = io.BytesIO()
         migrate.export_dump(
-            database, stream, lambda *call: calls.append(call), lambda *call: sorted_calls.append(call)
+            database,
+            stream,
+            lambda *call: calls.append(call),
+            lambda *call: sorted_calls.append(call),
         )
         assert calls == [(2, 2)]  # after each chunk of lines: one here
         assert sorted_calls[-1] == (2, 2)

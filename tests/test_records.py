@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _messages
-from semidbm import _kernel
+from semidbm import _checks, _kernel, _messages
 from semidbm._checks import DataFile
 from semidbm._records import LogSummary, checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
@@ -183,7 +182,7 @@ def test_the_walk_reports_progress_in_bytes_up_to_where_it_stopped(kernel, dbpat
     records = [put_record(b"%d" % number, b"v" * 5000) for number in range(600)]
     write_data(dbpath, *records, b"\x00\x00\x00")
     calls = []
-    summary, size = summarize(kernel, dbpath, progress=lambda done, total: calls.append((done, total)))
+    summary, size = summarize(kernel, dbpath, progress=lambda *call: calls.append(call))
     assert calls[-1] == (summary.end, size) == (size - 3, size)
     assert len(calls) >= 3 and [done for done, _ in calls] == sorted(done for done, _ in calls)
 

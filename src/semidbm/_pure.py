@@ -10,8 +10,8 @@ import mmap
 import os
 import threading
 
-from . import _compaction, _fields, _files, _messages, _tail
-from ._records import CHECKSUM, checksum, encode_delete, encode_put, seal, summarize_log, walk
+from . import _compaction, _fields, _files, _messages, _records, _tail
+from ._records import CHECKSUM, checksum, encode_delete, encode_put, seal, walk
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
@@ -24,7 +24,8 @@ from .format import (
     check_header,
 )
 
-
+#: ``_interface.summarize_log``: the tools' walk, in Python.
+summarize_log = _records.summarize_log
 #: Keys in each chunk of ``Store._sorted_lines``.
 LINES_PER_CHUNK = 4096
 

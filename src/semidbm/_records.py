@@ -20,6 +20,7 @@ from collections import namedtuple
 from zlib import crc32
 
 from . import _messages
+from ._settings import PROGRESS_STEP
 from .errors import DBMLoadError
 from .format import (
     CHECKSUM_SIZE,
@@ -30,7 +31,6 @@ from .format import (
     HEADER_SIZE,
     LENGTHS_SIZE,
 )
-from ._settings import PROGRESS_STEP
 
 #: A record's key length and value length: big-endian signed 32-bit.
 LENGTHS = struct.Struct("!ii")

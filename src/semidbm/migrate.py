@@ -24,7 +24,10 @@ import os
 import shutil
 
 from . import db as _db
-from ._fields import decode_field, encode_field
+
+# The dump's fields, part of this module's interface (the kernels write them too).
+from ._fields import decode_field as decode_field
+from ._fields import encode_field as encode_field
 from .errors import DBMError
 from .format import DATA_NAME, MAGIC
 
