@@ -124,17 +124,6 @@ cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
                     <int32_t>load_be32(record)) == base.table.slots[slot].hash
 
 
-cdef inline void prefetch_base_record(const Base* base, size_t slot) noexcept nogil:
-    """Ask the processor for the record of the mapped ``slot``, if it starts in the covered log.
-
-    Only the offset is checked: reading the record's lengths would be
-    the wait this saves.
-    """
-    cdef uint64_t offset = base.table.slots[slot].offset
-    if HEADER_SIZE <= offset < base.covered:
-        semidbm_prefetch(base.table.log.map + offset)
-
-
 cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size,
                                  uint32_t hashed) noexcept nogil:
     """The mapped slot of ``key``, MISSING, or DAMAGED if a check on the way fails.

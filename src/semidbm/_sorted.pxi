@@ -22,6 +22,10 @@ cdef enum:
 
 
 # The code of each of ``_fields.LINE_FORMS``.
+# Marks the prefix of an entry that holds, during ``gather_keys``, the mapped slot its
+# record has yet to be checked against.
+cdef uint64_t MAPPED_SLOT = <uint64_t>1 << 63
+# The code of each of ``_fields.LINE_FORMS``.
 cdef dict LINE_FORMS = {"keys": KEY_LINES, "encoded keys": ENCODED_KEY_LINES,
                         "dump": DUMP_LINES}
 cdef const char* HEX_DIGITS = b"0123456789ABCDEF"
@@ -32,31 +36,51 @@ cdef bint literal_byte(unsigned char byte) noexcept nogil:
     return 0x21 <= byte <= 0x7E and byte != 0x25 and byte != 0x23
 
 
-cdef packed struct KeyEntry:
+cdef struct KeyEntry:
     uint64_t prefix     # the key's first eight bytes, big-endian, zeros past its end
-    uint64_t offset     # of its record
-    uint32_t size       # of the key
+    uint64_t place      # its record's offset, and in the top byte its length up to 255
+
+
+cdef inline uint64_t entry_offset(const KeyEntry* entry) noexcept nogil:
+    """The offset of the entry's record (below 2**56: a data file is smaller)."""
+    return entry.place & ((<uint64_t>1 << 56) - 1)
+
+
+cdef inline const char* entry_key(const Log* log, const KeyEntry* entry,
+                                  size_t* size) noexcept nogil:
+    """The entry's key in the log, its length in ``size``."""
+    cdef const char* record = log_record(log, entry_offset(entry))
+    size[0] = load_be32(record)
+    return record + LENGTHS_SIZE
 
 
 cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth) noexcept nogil:
     """The group of ``entry`` at byte ``depth``: 0 if its key ends before, else that byte + 1."""
-    if depth >= entry.size:
-        return 0
+    cdef size_t short_size = entry.place >> 56
+    cdef size_t size
+    cdef const char* key
     if depth < 8:
-        return <int>((entry.prefix >> (56 - 8 * depth)) & 0xFF) + 1
-    return <int>(<const unsigned char*>log_record(log, entry.offset))[LENGTHS_SIZE + depth] + 1
+        return 0 if depth >= short_size else <int>((entry.prefix >> (56 - 8 * depth)) & 0xFF) + 1
+    if depth >= short_size and short_size < 255:
+        return 0
+    key = entry_key(log, entry, &size)
+    return 0 if depth >= size else <int>(<const unsigned char*>key)[depth] + 1
 
 
 cdef int compare_entries(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
     """Compare two keys by their bytes, as bytes objects compare: < 0, 0 or > 0."""
+    cdef size_t a_size, b_size
+    cdef const char* a_key
+    cdef const char* b_key
     cdef int order
     if a.prefix != b.prefix:
         return -1 if a.prefix < b.prefix else 1
-    order = memcmp(log_record(log, a.offset) + LENGTHS_SIZE,
-                   log_record(log, b.offset) + LENGTHS_SIZE, a.size if a.size < b.size else b.size)
+    a_key = entry_key(log, a, &a_size)
+    b_key = entry_key(log, b, &b_size)
+    order = memcmp(a_key, b_key, a_size if a_size < b_size else b_size)
     if order:
         return order
-    return (a.size > b.size) - (a.size < b.size)
+    return (a_size > b_size) - (a_size < b_size)
 
 
 cdef void insertion_sort(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
@@ -240,30 +264,31 @@ cdef class SortedLines:
 
     cdef size_t line_size(self, const KeyEntry* entry) except? 0:
         """The length of ``entry``'s line, newline included."""
-        cdef const char* record = log_record(&self.store.log, entry.offset)
+        cdef size_t key_size, size
+        cdef const char* key = entry_key(&self.store.log, entry, &key_size)
         cdef const char* value
         cdef Py_ssize_t value_size
-        cdef size_t size
         if self.form == KEY_LINES:
-            return entry.size + 1
-        size = encoded_size(record + LENGTHS_SIZE, entry.size) + 1
+            return key_size + 1
+        size = encoded_size(key, key_size) + 1
         if self.form == DUMP_LINES:
-            value = self.store.value_at(entry.offset, &value_size)
+            value = self.store.value_at(entry_offset(entry), &value_size)
             size += 1 + encoded_size(value, value_size)
         return size
 
     cdef char* write_line(self, char* out, const KeyEntry* entry) except NULL:
         """Write ``entry``'s line at ``out``; return where it ends."""
-        cdef const char* key = log_record(&self.store.log, entry.offset) + LENGTHS_SIZE
+        cdef size_t key_size
+        cdef const char* key = entry_key(&self.store.log, entry, &key_size)
         cdef const char* value
         cdef Py_ssize_t value_size
         if self.form == KEY_LINES:
-            memcpy(out, key, entry.size)
-            out += entry.size
+            memcpy(out, key, key_size)
+            out += key_size
         else:
-            out = encode_into(out, key, entry.size)
+            out = encode_into(out, key, key_size)
             if self.form == DUMP_LINES:
-                value = self.store.value_at(entry.offset, &value_size)
+                value = self.store.value_at(entry_offset(entry), &value_size)
                 out[0] = b' '
                 out = encode_into(out + 1, value, value_size)
         out[0] = b'\n'
@@ -284,14 +309,19 @@ cdef int check_unchanged(Store store, uint64_t version) except -1:
 
 
 cdef SortedLines gather_keys(Store store):
-    """The live keys' entries, unsorted: their records' offsets, then their sizes and prefixes.
+    """The live keys' entries, unsorted: their records' offsets, then their prefixes.
 
     The records lie all over the log, in the order of the index's slots:
-    each is asked of the processor ``RECORD_PREFETCH`` entries ahead.
+    they are read in a second pass, each asked of the processor
+    ``RECORD_PREFETCH`` entries ahead. So the slots of the mapped index
+    are checked there (``base_slot_sound``), before their record is
+    read: meanwhile an entry's prefix holds its mapped slot, marked by
+    ``MAPPED_SLOT``.
     """
     cdef SortedLines lines = SortedLines.__new__(SortedLines)
+    cdef Base* base = &store.index.base
     cdef size_t position = 0
-    cdef size_t room, at, byte
+    cdef size_t room, at, byte, size
     cdef uint64_t offset
     cdef const char* record
     cdef KeyEntry* entry
@@ -307,7 +337,7 @@ cdef SortedLines gather_keys(Store store):
     if lines.entries == NULL:
         raise MemoryError("cannot allocate the sort of %d keys" % room)
     while True:
-        offset = keys_next_live(store, &position)
+        offset = keys_next_live(store, &position, False)
         if offset == 0:
             break
         if lines.count == room:  # more keys than the index counts (a damaged count)
@@ -316,20 +346,27 @@ cdef SortedLines gather_keys(Store store):
             if grown == NULL:
                 raise MemoryError("cannot allocate the sort of %d keys" % room)
             lines.entries = grown
-        lines.entries[lines.count].offset = offset
+        lines.entries[lines.count].place = offset
+        lines.entries[lines.count].prefix = (
+            MAPPED_SLOT | (position - 1) if position <= base.table.capacity else 0
+        )
         lines.count += 1
-    if store.index.table.version != lines.version:  # the index was dropped: read it again
-        return gather_keys(store)
     for at in range(lines.count):
         if at + RECORD_PREFETCH < lines.count:
-            semidbm_prefetch(log_record(&store.log, lines.entries[at + RECORD_PREFETCH].offset))
+            offset = lines.entries[at + RECORD_PREFETCH].place
+            if HEADER_SIZE <= offset < store.log.disk_end + <uint64_t>store.buffer_used:
+                semidbm_prefetch(log_record(&store.log, offset))
         entry = &lines.entries[at]
-        record = log_record(&store.log, entry.offset)
-        entry.size = load_be32(record)
+        if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
+            keys_drop(store)
+            return gather_keys(store)
+        record = log_record(&store.log, entry.place)
+        size = load_be32(record)
+        entry.place |= <uint64_t>(size if size < 255 else 255) << 56
         entry.prefix = 0
         for byte in range(8):
             entry.prefix <<= 8
-            if byte < entry.size:
+            if byte < size:
                 entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
     return lines
 

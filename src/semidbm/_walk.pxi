@@ -89,14 +89,14 @@ cdef uint64_t live_record_bytes(const Table* table) noexcept nogil:
     """The bytes of the records the table points at, lengths and checksum included.
 
     The records lie all over the log: each is asked of the processor
-    ``SLOT_PREFETCH`` slots ahead, so that their reads overlap.
+    ``RECORD_PREFETCH`` slots ahead, so that their reads overlap.
     """
     cdef uint64_t total = 0
     cdef size_t at
     cdef const char* record
     for at in range(table.capacity):
-        if at + SLOT_PREFETCH < table.capacity and table.slots[at + SLOT_PREFETCH].offset:
-            semidbm_prefetch(log_record(table.log, table.slots[at + SLOT_PREFETCH].offset))
+        if at + RECORD_PREFETCH < table.capacity and table.slots[at + RECORD_PREFETCH].offset:
+            semidbm_prefetch(log_record(table.log, table.slots[at + RECORD_PREFETCH].offset))
         if table.slots[at].offset:
             record = log_record(table.log, table.slots[at].offset)
             total += <uint64_t>RECORD_OVERHEAD + load_be32(record) + <uint64_t>load_be32(record + 4)
