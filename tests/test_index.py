@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 import semidbm
-from semidbm import _kernel, db
+from semidbm import _fields, _kernel, db
 
 from . import index_support as fmt
 from .conftest import IMPLEMENTATIONS, compiled_only
@@ -1186,6 +1186,22 @@ def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, no
             assert database[key] == large.model[key]
             check_contents(database, large.model, large.absent)
             assert database.index_covered in (0, large.size)
+
+
+@compiled_only
+@pytest.mark.parametrize("target", HOSTILE)
+def test_the_sorted_lines_check_each_slot_before_reading_its_record(
+    copied, large, target, no_hang
+):
+    """``_sorted_lines`` gathers the slots first and checks them in a second pass."""
+    key, offset = hostile_slot(large, target)
+    index_path(copied).write_bytes(redirect(large, key, offset))
+    with open_db(compiled_kernel(), copied) as database:
+        count, chunks = database._sorted_lines("dump")
+        text = b"".join(chunk for _, chunk in chunks)
+    make_line = _fields.LINE_FORMS["dump"]
+    assert count == len(large.model)
+    assert text == b"".join(make_line(*item) for item in sorted(large.model.items()))
 
 
 @compiled_only

@@ -322,10 +322,16 @@ def test_export_to_a_path_writes_the_dump_there(dbopen, tmp_path):
 def test_export_and_import_report_progress(dbopen, dbpath):
     with dbopen(dbpath, "c") as database:
         fill(database, {b"a": b"1", b"b": b"2"})
-        calls = []
+        calls, sorted_calls = [], []
         stream = io.BytesIO()
-        migrate.export_dump(database, stream, lambda done, total: calls.append((done, total)))
-        assert calls == [(1, 2), (2, 2)]
+        migrate.export_dump(
+            database,
+            stream,
+            lambda *call: calls.append(call),
+            lambda *call: sorted_calls.append(call),
+        )
+        assert calls == [(2, 2)]  # after each chunk of lines: one here
+        assert sorted_calls[-1] == (2, 2)
         checked, stored = [], []
         migrate.import_dump(
             io.BytesIO(stream.getvalue()),

@@ -7,11 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _messages
-from semidbm._checks import DataFile, Record
-from semidbm._records import checksum_matches, encode_delete, encode_put, walk
+from semidbm import _checks, _kernel, _messages
+from semidbm._checks import DataFile
+from semidbm._records import LogSummary, checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
 
+from .conftest import compiled_only
 from .test_format import data_bytes, delete_record, put_record, write_data
 
 H = len(HEADER)
@@ -108,16 +109,15 @@ def test_checksum_matches_checks_key_and_value(kind, flip):
     assert checksum_matches(bytes(record), key, value_start, end) is (flip is None)
 
 
-# --- the tools' walk over a data file (_checks.DataFile) ---
+# --- the tools' walk over a data file (summarize_log, in each kernel) ---
 
 
-def walk_file(dbpath, check=False):
+def summarize(kernel, dbpath, check=False, progress=None):
     with DataFile(str(dbpath / "data")) as data:
-        records = list(data.records(check))
-        return records, data.end, data.size
+        return kernel.summarize_log(data.map, check, progress, "the-path"), data.size
 
 
-def test_records_come_with_offsets_sizes_and_lengths(dbpath):
+def test_the_walk_counts_records_keys_and_live_bytes(kernel, dbpath):
     records = [
         put_record(b"a", b"1"),
         put_record(b"key", b""),
@@ -125,63 +125,103 @@ def test_records_come_with_offsets_sizes_and_lengths(dbpath):
         put_record(b"", b"vv"),
     ]
     write_data(dbpath, *records)
-    found, end, size = walk_file(dbpath)
-    offsets = [H]
-    for record in records[:-1]:
-        offsets.append(offsets[-1] + len(record))
-    assert found == [
-        Record(offsets[0], b"a", 1, 14, None),
-        Record(offsets[1], b"key", 0, 15, None),
-        Record(offsets[2], b"a", -1, 13, None),
-        Record(offsets[3], b"", 2, 14, None),
-    ]
-    assert end == size == H + sum(map(len, records))
+    summary, size = summarize(kernel, dbpath)
+    assert summary == LogSummary(
+        records=4,
+        end=size,
+        corrupt_at=None,
+        keys=2,
+        live_bytes=len(records[1]) + len(records[3]),
+        bad_checksums=[],
+    )
+    assert size == H + sum(map(len, records))
 
 
-def test_walk_reads_what_the_database_wrote(dbopen, dbpath):
+def test_the_walk_reads_what_the_database_wrote(kernel, dbopen, dbpath):
     with dbopen(dbpath, "c") as db:
         db[b"k"] = b"v" * 100
         del db[b"k"]
-    found, _, _ = walk_file(dbpath, check=True)
-    assert [(record.key, record.value_length, record.checksum_ok) for record in found] == [
-        (b"k", 100, True),
-        (b"k", -1, True),
-    ]
+        db[b"other"] = b"x"
+    summary, size = summarize(kernel, dbpath, check=True)
+    assert (summary.records, summary.keys, summary.end, summary.bad_checksums) == (3, 1, size, [])
 
 
 @pytest.mark.parametrize("flip", ["key", "value", "checksum", "delete"])
-def test_checksums_are_checked_when_asked(dbpath, flip):
+def test_checksums_are_checked_when_asked(kernel, dbpath, flip):
     good = put_record(b"good", b"value")
     bad = bytearray(delete_record(b"gone") if flip == "delete" else put_record(b"key", b"value"))
     position = {"key": 8, "value": 12, "checksum": len(bad) - 1, "delete": 9}[flip]
     bad[position] ^= 0x01
     write_data(dbpath, good, bytes(bad), good)
-    found, _, _ = walk_file(dbpath, check=True)
-    assert [record.checksum_ok for record in found] == [True, False, True]
-    unchecked, _, _ = walk_file(dbpath)
-    assert [record.checksum_ok for record in unchecked] == [None, None, None]
+    checked, _ = summarize(kernel, dbpath, check=True)
+    # A damaged key is another key: still the live value of that key, if a put.
+    assert checked.bad_checksums == [(H + len(good), flip != "delete")]
+    unchecked, _ = summarize(kernel, dbpath)
+    assert unchecked.bad_checksums == []
 
 
 @pytest.mark.parametrize("cut", [1, 7, 8, 12, 15])
-def test_walk_stops_before_an_incomplete_last_record(dbpath, cut):
+def test_walk_stops_before_an_incomplete_last_record(kernel, dbpath, cut):
     whole = put_record(b"a", b"1")
     write_data(dbpath, whole, put_record(b"key", b"value")[:cut])
-    found, end, size = walk_file(dbpath)
-    assert len(found) == 1
-    assert end == H + len(whole) and size == end + cut
+    summary, size = summarize(kernel, dbpath)
+    assert summary.records == 1
+    assert summary.end == H + len(whole) and size == summary.end + cut
 
 
 @pytest.mark.parametrize("lengths", [(-1, 0), (0, -2), (-5, -5)])
-def test_impossible_lengths_are_corruption_with_the_offset(dbpath, lengths):
+def test_impossible_lengths_stop_the_walk_at_their_offset(kernel, dbpath, lengths):
     whole = put_record(b"a", b"1")
     write_data(dbpath, whole, struct.pack("!ii", *lengths) + b"x" * 20)
-    with DataFile(str(dbpath / "data")) as data:
-        walked = data.records()
-        assert next(walked).key == b"a"
-        with pytest.raises(semidbm.DBMLoadError) as caught:
-            next(walked)
-    assert caught.value.offset == H + len(whole)
-    assert "offset %d" % (H + len(whole)) in str(caught.value)
+    summary, _ = summarize(kernel, dbpath, check=True)
+    assert summary.corrupt_at == summary.end == H + len(whole)
+    assert (summary.records, summary.keys) == (1, 1)
+
+
+def test_the_walk_reports_progress_in_bytes_up_to_where_it_stopped(kernel, dbpath):
+    records = [put_record(b"%d" % number, b"v" * 5000) for number in range(600)]
+    write_data(dbpath, *records, b"\x00\x00\x00")
+    calls = []
+    summary, size = summarize(kernel, dbpath, progress=lambda *call: calls.append(call))
+    assert calls[-1] == (summary.end, size) == (size - 3, size)
+    assert len(calls) >= 3 and [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_an_exception_from_progress_ends_the_walk(kernel, dbpath):
+    write_data(dbpath, *[put_record(b"%d" % number, b"v" * 5000) for number in range(600)])
+
+    def stop(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        summarize(kernel, dbpath, progress=stop)
+
+
+@compiled_only
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=40))),
+        max_size=25,
+    ),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+    st.integers(0, 64),
+)
+def test_both_kernels_walk_any_file_alike(steps, flips, zeros):
+    """Records, then damage: flipped bytes and a zero tail (a power cut's), as both read them."""
+    data = bytearray(HEADER)
+    for key, value in steps:
+        data += delete_record(key) if value is None else put_record(key, value)
+    for position, byte in flips:
+        if len(data) > H:
+            data[H + position % (len(data) - H)] = byte
+    data += bytes(zeros)
+    for check in (False, True):
+        python, cython = (
+            _kernel.load(name).summarize_log(bytes(data), check, None, "p")
+            for name in ("python", "cython")
+        )
+        assert python == cython
 
 
 @pytest.mark.parametrize("header", [b"", b"SEM", b"NOPE\x00\x01\x00\x01", b"SEMI\x00\x02\x00\x00"])
@@ -315,4 +355,4 @@ def test_examine_reports_progress_in_bytes(dbpath):
     write_data(dbpath, put_record(b"a", b"1"), put_record(b"b", b"2"))
     calls = []
     _checks.examine(dbpath, progress=lambda done, total: calls.append((done, total)))
-    assert calls == [(H + 14, H + 28), (H + 28, H + 28)]
+    assert calls == [(H + 28, H + 28)]  # every PROGRESS_STEP bytes, and at the end

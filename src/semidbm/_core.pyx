@@ -23,6 +23,12 @@ concern each, that this file includes:
   blocks, prefetched ahead, every length checked before use; the table
   is sized once from the share of the log read so far; with another
   processor free, a long log is parsed in a second thread.
+- ``_walk.pxi``: the tools' walk (``summarize_log``): the numbers of
+  ``semidbm stats`` and the damage ``semidbm verify`` finds, from the
+  rebuild's parser and a private table.
+- ``_sorted.pxi`` (after the ``Store`` type): the keys in byte order as
+  lines of text (``Store._sorted_lines``, for ``semidbm keys`` and
+  dumps): gathered from the index, radix-sorted in place, encoded.
 - ``_keys.pxi`` (after the ``Store`` type): the Store's use of the
   index file: mapping and checking it, replaying the log past it,
   dropping one that fails a check, a reader's switch to a newer one,
@@ -51,13 +57,13 @@ from cpython.unicode cimport PyUnicode_Check
 from libc.errno cimport EINTR, errno
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 from posix.types cimport pid_t
 
 import sys
 
-from . import _compaction, _files, _index, _messages, _tail
+from . import _compaction, _fields, _files, _index, _messages, _tail
 from ._settings import (
     COMPACT_CHUNK as _COMPACT_CHUNK,
     INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
@@ -65,6 +71,7 @@ from ._settings import (
     PROGRESS_STEP as _PROGRESS_STEP,
     index_due,
 )
+from ._records import LogSummary
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import MAX_LENGTH as _MAX_LENGTH, check_header
 
@@ -87,6 +94,7 @@ include "_bytes.pxi"
 include "_table.pxi"
 include "_index.pxi"
 include "_replay.pxi"
+include "_walk.pxi"
 
 
 cdef class Store:
@@ -485,10 +493,8 @@ cdef class Store:
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
         cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
-        cdef const char* found
         cdef const char* value
         cdef Py_ssize_t value_size
-        cdef uint32_t expected
         if slot >= 0:
             offset = self.index.table.slots[slot].offset
         elif self.index.base.table.capacity == 0:
@@ -499,20 +505,30 @@ cdef class Store:
                 offset = self.index.base.table.slots[slot].offset
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
                 raise KeyError(original)
-        found = log_record(&self.log, offset)
-        value_size = <int32_t>load_be32(found + 4)
+        value = self.value_at(offset, &value_size)
+        return PyBytes_FromStringAndSize(value, value_size)
+
+    cdef const char* value_at(self, uint64_t offset, Py_ssize_t* value_size) except NULL:
+        """The value of the live record at ``offset``, its size in ``value_size``.
+
+        A record the mapping holds must end within the log (DBMError if
+        not: the file changed under the index); with ``verify``, its
+        checksum must match (DBMChecksumError, at the record's offset).
+        """
+        cdef const char* found = log_record(&self.log, offset)
+        cdef int32_t key_size = <int32_t>load_be32(found)
+        cdef int32_t size = <int32_t>load_be32(found + 4)
         if offset < self.log.disk_end and (
-            value_size < 0 or offset + RECORD_OVERHEAD + key_size + value_size > self.log.disk_end
+            size < 0 or offset + RECORD_OVERHEAD + key_size + size > self.log.disk_end
         ):
             raise DBMError(CHANGED_UNDER % (self.path, offset))
-        value = found + LENGTHS_SIZE + key_size
-        if self.verify:
-            expected = load_be32(value + value_size)
-            if crc32(0, found + LENGTHS_SIZE, key_size + value_size) != expected:
-                raise DBMChecksumError(_messages.CHECKSUM_MISMATCH % (
-                    self.path, PyBytes_FromStringAndSize(key, key_size),
-                    offset + LENGTHS_SIZE + key_size))
-        return PyBytes_FromStringAndSize(value, value_size)
+        if self.verify and crc32(0, found + LENGTHS_SIZE, key_size + size) != load_be32(
+            found + LENGTHS_SIZE + key_size + size
+        ):
+            raise DBMChecksumError(_messages.CHECKSUM_MISMATCH % (
+                self.path, PyBytes_FromStringAndSize(found + LENGTHS_SIZE, key_size), offset))
+        value_size[0] = size
+        return found + LENGTHS_SIZE + key_size
 
     def __setitem__(self, key, value):
         cdef Borrowed borrowed_key, borrowed_value
@@ -827,6 +843,10 @@ cdef class Store:
         self.log.disk_end = end
         return end
 
+    def _sorted_lines(self, form, progress=None):
+        """``_interface.Store._sorted_lines``, in C (``_sorted.pxi``)."""
+        return sorted_lines(self, form, progress)
+
     def _disown(self):
         """``_interface.Store._disown``."""
         self.guard = threading.RLock()
@@ -849,6 +869,7 @@ cdef class Store:
 
 
 include "_keys.pxi"
+include "_sorted.pxi"
 
 
 cdef class KeyIterator:

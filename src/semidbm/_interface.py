@@ -7,7 +7,8 @@ the API layer (``semidbm.db``) builds the db class on its ``Store``, so
 both must offer exactly the members of :class:`Store` below: the
 suite's ``tests/test_implementation.py`` checks each kernel against it,
 both ways. Both write the same bytes for the same operations and raise
-the same errors; the test suite runs against each. The file they share
+the same errors; the test suite runs against each. Beside ``Store``, each
+kernel module defines :func:`summarize_log`, the walk of the tools. The file they share
 with other processes, and how writers and readers use it: docs/FORMAT.md.
 
 Importing this module imports neither kernel nor the API layer, as the
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
     from ._files import Directory
+    from ._records import LogSummary
 
     #: What a key or value may be given as: str (stored as UTF-8) or bytes-like.
     Data = Union[str, ReadableBuffer]
@@ -192,6 +194,29 @@ class Store(Protocol):
         that operation.
         """
 
+    def _sorted_lines(
+        self, form: str, progress: Optional[Callable[[int, int], object]] = None
+    ) -> Tuple[int, Iterator[Tuple[int, bytes]]]:
+        """The live keys in byte order, as lines of text: ``semidbm keys`` and dumps.
+
+        ``form`` is one of ``_fields.LINE_FORMS``: ``"keys"`` (each key,
+        then a newline), ``"encoded keys"`` (each key as a dump field) or
+        ``"dump"`` (the key and its value as dump fields, one space
+        between: ``semidbm.migrate``'s dump lines). Returns ``(count,
+        chunks)``: the number of keys, and an iterator of ``(lines,
+        data)``, ``data`` being the next ``lines`` whole lines. The keys
+        and the records holding their values are those live at the call
+        (a value assigned later is not seen); values are read, and with
+        ``verify_checksums`` checked, as the chunks are made. Each chunk
+        first checks that the store is open (DBMError) and holds the
+        same keys (RuntimeError, ``_messages.CHANGED_DURING_ITERATION``;
+        a compaction or refresh that rebuilt the index counts as a
+        change). ``progress(done, total)``, if given, is called during the
+        sort with the keys in their place so far, and with ``(count,
+        count)`` when it is over. Private, like ``_disown``: ``migrate``
+        and the command use it.
+        """
+
     def _disown(self) -> None:
         """Become read-only without ever writing (in a child made by ``fork()``).
 
@@ -201,3 +226,28 @@ class Store(Protocol):
         or cut, then or at close. Private because only the API layer's
         fork handler calls it.
         """
+
+
+def summarize_log(
+    data: ReadableBuffer,
+    check_checksums: bool,
+    progress: Optional[Callable[[int, int], object]],
+    path: str,
+) -> LogSummary:
+    """Walk a whole data file, as replaying it would: what ``semidbm stats`` and ``verify`` report.
+
+    Each kernel module defines this function beside its ``Store``.
+    ``data`` is the data file's bytes (a memory map), header included;
+    ``path`` names it in errors. The records are read as an open reads
+    them (the same stops: an incomplete last record, zeros a power cut
+    left). The result, a ``_records.LogSummary``: ``records`` (complete
+    records read), ``end`` (where the walk stopped), ``corrupt_at`` (the
+    offset of a record with impossible lengths, where it had to stop, or
+    None), ``keys`` and ``live_bytes`` (the live keys and the bytes of
+    their records), and with ``check_checksums`` ``bad_checksums``: the
+    offsets of the records whose CRC-32 does not match, each as
+    ``(offset, live)``, ``live`` saying whether it holds its key's
+    current value (otherwise an empty list). ``progress(done, total)``,
+    if given, is called with the bytes walked (see
+    ``_settings.PROGRESS_STEP``), and at the end.
+    """

@@ -183,12 +183,15 @@ cdef int keys_write(Store store, object data_durable=None) except -1:
     return 0
 
 
-cdef uint64_t keys_next_live(Store store, size_t* position) except? 0:
+cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) except? 0:
     """The record of the next live key at or after ``position``, which is moved past it.
 
     Positions run over the mapped slots (those not marked), then the
     private slots. 0 at the end, and also if a mapped slot fails its
     check: the index is then dropped, which the table's version shows.
+    Without ``check``, a mapped slot is returned unchecked: the caller
+    must check it (``base_slot_sound`` on slot ``position - 1``) before
+    it reads its record, as ``gather_keys`` does.
     """
     cdef Index* index = &store.index
     cdef size_t at
@@ -199,7 +202,7 @@ cdef uint64_t keys_next_live(Store store, size_t* position) except? 0:
         offset = index.base.table.slots[at].offset
         if offset == 0 or base_is_shadowed(&index.base, at):
             continue
-        if not base_slot_sound(&index.base, at):
+        if check and not base_slot_sound(&index.base, at):
             keys_drop(store)
             return 0
         return offset

@@ -25,8 +25,9 @@ FORKED = (
     "cannot %s: semidbm database %s belongs to process %d; a forked "
     "child may only read it"
 )
-#: A value whose CRC-32 does not match (path, key, offset of the value).
-CHECKSUM_MISMATCH = "%s: checksum mismatch in the value of key %r at offset %d"
+#: A value whose CRC-32 does not match (path, key, offset of its record, as
+#: ``semidbm verify`` reports it).
+CHECKSUM_MISMATCH = "%s: checksum mismatch in the record of key %r at offset %d"
 #: A record whose lengths no record can have (path, offset, key length,
 #: value length): nothing after it can be read.
 CORRUPT_RECORD = "%s: corrupt record at offset %d (key length %d, value length %d)"
@@ -71,3 +72,5 @@ SHRANK = (
     "%s is %d bytes, shorter than the %d bytes of log this reader has read: "
     "the data file was cut under the open database; the reader is closed"
 )
+#: ``Store._sorted_lines`` asked for a form it does not make (the form, the forms).
+NO_LINE_FORM = "no form of lines %r (choose from %s)"

@@ -10,7 +10,7 @@ import mmap
 import os
 import threading
 
-from . import _compaction, _files, _messages, _tail
+from . import _compaction, _fields, _files, _messages, _records, _tail
 from ._records import CHECKSUM, checksum, encode_delete, encode_put, seal, walk
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError, DBMLoadError
@@ -23,6 +23,11 @@ from .format import (
     MAX_LENGTH,
     check_header,
 )
+
+#: ``_interface.summarize_log``: the tools' walk, in Python.
+summarize_log = _records.summarize_log
+#: Keys in each chunk of ``Store._sorted_lines``.
+LINES_PER_CHUNK = 4096
 
 
 def as_bytes(item, what):
@@ -274,7 +279,8 @@ class Store:
         (expected,) = CHECKSUM.unpack_from(data, length)
         if checksum(key, value) != expected:
             raise DBMChecksumError(
-                _messages.CHECKSUM_MISMATCH % (self.path, key, offset)
+                _messages.CHECKSUM_MISMATCH
+                % (self.path, key, offset - LENGTHS_SIZE - len(key))
             )
         return value
 
@@ -506,6 +512,51 @@ class Store:
             except BaseException:
                 self._release()  # a corrupt or cut log: nothing after it can be trusted
                 raise
+
+    def _sorted_lines(self, form, progress=None):
+        """``_interface.Store._sorted_lines``: ``sorted`` over the index, lines made in Python."""
+        make_line = _fields.LINE_FORMS.get(form)
+        if make_line is None:
+            raise ValueError(_messages.NO_LINE_FORM % (form, ", ".join(_fields.LINE_FORMS)))
+        with self._guard:
+            self._check_open()
+            index = self._index
+            entries = [(key, index[key]) for key in sorted(index)]
+        if progress is not None:
+            progress(len(entries), len(entries))
+            with self._guard:
+                self._check_same_keys(index, entries, ())
+        return len(entries), self._line_chunks(index, entries, make_line)
+
+    def _line_chunks(self, index, entries, make_line):
+        """The chunks of ``_sorted_lines``: lines of ``LINES_PER_CHUNK`` keys at a time."""
+        reads_values = make_line is _fields.LINE_FORMS["dump"]
+        for start in range(0, len(entries), LINES_PER_CHUNK):
+            chunk = entries[start : start + LINES_PER_CHUNK]
+            with self._guard:
+                self._check_same_keys(index, entries, chunk)
+                lines = [
+                    make_line(key, self._read(key, *place) if reads_values else None)
+                    for key, place in chunk
+                ]
+            yield len(chunk), b"".join(lines)
+
+    def _check_same_keys(self, index, entries, chunk):
+        """Raise unless the store is open and holds the keys of ``entries`` (from ``index``).
+
+        A compaction or refresh that replaced the index, a key added, or
+        one of ``chunk``'s keys deleted is a change (the compiled kernel's
+        table version tells it of any key added or removed).
+        """
+        if self._fd < 0:
+            raise DBMError(_messages.CLOSED_DURING_ITERATION % self.path)
+        self._check_open()
+        if (
+            self._index is not index
+            or len(index) != len(entries)
+            or not all(key in index for key, _ in chunk)
+        ):
+            raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)
 
     def _disown(self):
         """``_interface.Store._disown``."""

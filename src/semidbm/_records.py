@@ -16,9 +16,11 @@ among them); this module raises an error with a message from
 
 import re
 import struct
+from collections import namedtuple
 from zlib import crc32
 
 from . import _messages
+from ._settings import PROGRESS_STEP
 from .errors import DBMLoadError
 from .format import (
     CHECKSUM_SIZE,
@@ -26,6 +28,7 @@ from .format import (
     DISK_PAGE,
     DISK_SECTOR,
     EMPTY_RECORD_SIZE,
+    HEADER_SIZE,
     LENGTHS_SIZE,
 )
 
@@ -191,3 +194,46 @@ def walk(data, start, path, base=0, end=None):
                 return
         yield position, data[key_start:value_start], value_start, value_length, record_end
         position = record_end
+
+
+#: What one walk over a whole data file finds (``_interface.summarize_log``).
+LogSummary = namedtuple("LogSummary", "records end corrupt_at keys live_bytes bad_checksums")
+
+
+def summarize_log(data, check_checksums, progress, path):
+    """``_interface.summarize_log`` in Python: :func:`walk`, a dict of live records.
+
+    Checksums are read through a view, so that a large value is not copied.
+    """
+    live = {}
+    records = 0
+    end = HEADER_SIZE
+    corrupt_at = None
+    bad = []
+    next_report = PROGRESS_STEP
+    with memoryview(data) as view:
+        try:
+            for start, key, value_start, value_length, end in walk(data, HEADER_SIZE, path):
+                records += 1
+                if check_checksums and not checksum_matches(view, key, value_start, end):
+                    bad.append(start)
+                if value_length == DELETED:
+                    live.pop(key, None)
+                else:
+                    live[key] = (start, end - start)
+                if progress is not None and end >= next_report:
+                    next_report = end + PROGRESS_STEP
+                    progress(end, len(data))
+        except DBMLoadError as exc:  # a record of impossible lengths
+            corrupt_at = end = exc.offset
+    if progress is not None:
+        progress(end, len(data))
+    live_starts = {start for start, _ in live.values()}
+    return LogSummary(
+        records=records,
+        end=end,
+        corrupt_at=corrupt_at,
+        keys=len(live),
+        live_bytes=sum(size for _, size in live.values()),
+        bad_checksums=[(offset, offset in live_starts) for offset in bad],
+    )

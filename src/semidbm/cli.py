@@ -339,14 +339,13 @@ def run_delete(args):
 
 
 def run_keys(args):
-    """``keys``: sorted, one a line, raw or percent-encoded."""
-    with db.open(args.database) as database:
-        keys = sorted(database.keys())
+    """``keys``: sorted (by the kernel), one a line, raw or percent-encoded."""
     out = sys.stdout.buffer
-    for key in keys:
-        if args.encoded:
-            key = migrate.encode_field(key).encode("ascii")
-        out.write(key + b"\n")
+    with db.open(args.database) as database:
+        with Progress("sorting") as progress:
+            _, chunks = database._sorted_lines("encoded keys" if args.encoded else "keys", progress)
+        for _, chunk in chunks:
+            out.write(chunk)
     out.flush()
     return OK
 
@@ -388,14 +387,14 @@ def run_verify(args):
             "torn tail: %s at offset %d %s; %s"
             % (_bytes(found.tail), found.tail_offset, cause, what)
         )
-    summary = "{:,} records, {:,} keys, {}".format(
-        found.records, found.keys, human_bytes(found.file_size)
+    summary = "%s, %s, %s" % (
+        quantity(found.records, "record"), quantity(found.keys, "key"), human_bytes(found.file_size)
     )
     if found.damaged:
         problems = []
         if found.bad_checksums:
             count = len(found.bad_checksums)
-            problems.append("%d bad checksum%s" % (count, "" if count == 1 else "s"))
+            problems.append(quantity(count, "bad checksum"))
         if found.corrupt_at is not None:
             problems.append("a corrupt record")
         if found.tail:
@@ -438,13 +437,16 @@ def run_export(args):
     it, a new file in its directory), which would destroy it: migrate's
     export_dump checks the path before opening it, and stdout before writing.
     """
-    with db.open(args.database) as database, Progress("exporting") as progress:
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(db.open(args.database))
+        sorting = stack.enter_context(Progress("sorting"))
+        progress = stack.enter_context(Progress("exporting"))
         if args.dump == "-":
-            migrate.export_dump(database, sys.stdout.buffer, progress)
+            migrate.export_dump(database, sys.stdout.buffer, progress, sorting)
             sys.stdout.flush()
             return OK
-        count = migrate.export_dump(database, args.dump, progress)
-    print("exported {:,} records from {} to {}".format(count, args.database, args.dump))
+        count = migrate.export_dump(database, args.dump, progress, sorting)
+    print("exported %s from %s to %s" % (quantity(count, "record"), args.database, args.dump))
     return OK
 
 

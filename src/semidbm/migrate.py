@@ -24,13 +24,11 @@ empty value leaves the line ending in the space). A line may end in
 
 from __future__ import annotations
 
-import binascii
 import contextlib
 import dbm
 import errno
 import importlib
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -38,6 +36,11 @@ from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Protocol, Union
 
 from . import open as _open_semidbm
+
+# The dump's fields, part of this module's interface (the kernels write them too).
+from ._fields import BAD_ESCAPE, FIELD_CHARACTERS
+from ._fields import decode_field as decode_field
+from ._fields import encode_field as encode_field
 from ._messages import TOO_LONG
 from ._progress import noun, quantity
 from .errors import DBMError
@@ -58,14 +61,8 @@ class _RecordSink(Protocol):
     def __setitem__(self, key: bytes, value: bytes, /) -> None: ...
 
 
-#: The bytes that stand for themselves in a dump field.
-_LITERAL = bytes(byte for byte in range(0x21, 0x7F) if byte not in b"%#")
-_ESCAPED = ["%%%02X" % byte if byte not in _LITERAL else chr(byte) for byte in range(256)]
-#: The characters a field may hold: the literal ones and "%", which must start an escape.
-_FIELD_CHARACTERS = _LITERAL + b"%"
-_BAD_ESCAPE = re.compile(b"%(?![0-9A-Fa-f]{2})")
 #: The characters of a record line: its fields' and the space between them.
-_RECORD_CHARACTERS = _FIELD_CHARACTERS + b" "
+_RECORD_CHARACTERS = FIELD_CHARACTERS + b" "
 
 #: The first line of a dump, a comment saying what follows.
 DUMP_HEADER = (
@@ -77,36 +74,20 @@ DUMP_HEADER = (
 _REFUSAL = "refusing to write the dump to %s: it is %s"
 
 
-def encode_field(data: bytes) -> str:
-    """Return the bytes ``data`` as a dump field (a str of printable ASCII)."""
-    if not data.translate(None, _LITERAL):
-        return data.decode("ascii")
-    return "".join(map(_ESCAPED.__getitem__, data))
-
-
-def decode_field(field: str) -> bytes:
-    """Return the bytes the dump field ``field`` stands for; ValueError if it is malformed."""
-    try:
-        text = field.encode("ascii")
-    except UnicodeEncodeError:
-        text = b"\x80"
-    if text.translate(None, _FIELD_CHARACTERS) or _BAD_ESCAPE.search(text):
-        raise ValueError("malformed field (only printable ASCII and %XX escapes may appear)")
-    # As quoted-printable escapes (=XX, once a literal "=" is one), binascii decodes them in C.
-    return binascii.a2b_qp(text.replace(b"=", b"%3D").replace(b"%", b"="))
-
-
 def export_dump(
     database: _Database,
     output: _Path | IO[bytes],
     progress: _Progress | None = None,
+    sort_progress: _Progress | None = None,
 ) -> int:
     """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
     ``output`` is a binary stream or the path of a file to create (or
     replace). Records are written in key order, so dumps of equal
     databases are equal. ``progress(done, total)``, if given, is called
-    with the count of records written. Returns that count.
+    with the count of records written, and ``sort_progress(done,
+    total)`` with the keys in their place while they are sorted first.
+    Returns the count of records.
 
     An output that is one of the database's own files (by its name, a
     symlink or a hard link) or anywhere inside its directory is refused
@@ -118,24 +99,34 @@ def export_dump(
     if isinstance(output, (str, bytes, os.PathLike)):
         _refuse_path_in_database(output, directory)
         with open(output, "wb") as stream:
-            return _write_dump(database, stream, progress)
+            return _write_dump(database, stream, progress, sort_progress)
     _refuse_stream_in_database(output, directory)
-    return _write_dump(database, output, progress)
+    return _write_dump(database, output, progress, sort_progress)
 
 
-def _write_dump(database, stream, progress):
-    """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`."""
-    keys = sorted(database.keys())
+def _write_dump(
+    database: _Database,
+    stream: IO[bytes],
+    progress: _Progress | None,
+    sort_progress: _Progress | None,
+) -> int:
+    """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`.
+
+    The kernel sorts the keys and makes the lines (in C with the
+    compiled kernel), a chunk at a time.
+    """
+    count, chunks = database._sorted_lines("dump", sort_progress)
     stream.write(DUMP_HEADER.encode("ascii"))
-    for done, key in enumerate(keys, 1):
-        line = "%s %s\n" % (encode_field(key), encode_field(database[key]))
-        stream.write(line.encode("ascii"))
+    done = 0
+    for lines, chunk in chunks:
+        stream.write(chunk)
+        done += lines
         if progress is not None:
-            progress(done, len(keys))
-    return len(keys)
+            progress(done, count)
+    return count
 
 
-def _refuse_path_in_database(output, directory):
+def _refuse_path_in_database(output: _Path, directory: str) -> None:
     """Raise :class:`semidbm.error` if the path ``output`` leads into the database ``directory``.
 
     Refused: a path that resolves (symlinks and ``..`` followed, by
@@ -154,7 +145,7 @@ def _refuse_path_in_database(output, directory):
     _refuse_database_file(output, info, directory)
 
 
-def _refuse_stream_in_database(stream, directory):
+def _refuse_stream_in_database(stream: IO[bytes], directory: str) -> None:
     """Raise :class:`semidbm.error` if the file under ``stream`` is one of ``directory``'s files.
 
     Catches, for one, a shell appending standard output to the data file.
@@ -167,7 +158,7 @@ def _refuse_stream_in_database(stream, directory):
     _refuse_database_file(getattr(stream, "name", "the stream"), info, directory)
 
 
-def _refuse_database_file(name, info, directory):
+def _refuse_database_file(name: str, info: os.stat_result, directory: str) -> None:
     """Raise :class:`semidbm.error` if ``info`` (a stat result) is a file's in ``directory``."""
     with os.scandir(directory) as entries:
         for entry in entries:
@@ -337,7 +328,7 @@ def _is_plain_record(raw: bytes) -> bool:
     return (
         line.count(b" ") == 1
         and not line.translate(None, _RECORD_CHARACTERS)
-        and _BAD_ESCAPE.search(line) is None
+        and BAD_ESCAPE.search(line) is None
         and len(line) <= MAX_LENGTH  # then so is each field, decoded
     )
 

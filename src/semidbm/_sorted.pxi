@@ -1,0 +1,410 @@
+# The keys in byte order, as lines of text, for ``semidbm keys`` and dumps
+# (included by _core.pyx after the Store type): ``Store._sorted_lines``.
+# The live keys' records are gathered from the index, sorted in place by
+# their bytes (an MSD radix sort on the key's first eight bytes, kept
+# beside each record's offset, then on the bytes in the log), and turned
+# into chunks of lines in C, each key and value encoded as a dump field
+# where the form asks for it (``_fields``: printable ASCII but space, "%"
+# and "#" as is, every other byte as %XX).
+
+cdef enum:
+    # Keys a group must hold to be sorted by its bytes rather than by comparisons.
+    SMALL_SORT = 24
+    # Byte positions at which groups split before a group is sorted by comparisons
+    # (bounds the recursion, whatever the keys).
+    SORT_LEVELS = 16
+    # Bytes of lines SortedLines collects in a chunk (a longer line makes a chunk of its own).
+    LINES_CHUNK = 1 << 20
+    # The forms of ``_sorted_lines``: raw keys, keys as dump fields, dump lines.
+    KEY_LINES = 0
+    ENCODED_KEY_LINES = 1
+    DUMP_LINES = 2
+
+
+# The code of each of ``_fields.LINE_FORMS``.
+# Marks the prefix of an entry that holds, during ``gather_keys``, the mapped slot its
+# record has yet to be checked against.
+cdef uint64_t MAPPED_SLOT = <uint64_t>1 << 63
+# The code of each of ``_fields.LINE_FORMS``.
+cdef dict LINE_FORMS = {"keys": KEY_LINES, "encoded keys": ENCODED_KEY_LINES,
+                        "dump": DUMP_LINES}
+cdef const char* HEX_DIGITS = b"0123456789ABCDEF"
+
+
+cdef bint literal_byte(unsigned char byte) noexcept nogil:
+    """Whether ``byte`` stands for itself in a dump field: printable ASCII but space, % and #."""
+    return 0x21 <= byte <= 0x7E and byte != 0x25 and byte != 0x23
+
+
+cdef struct KeyEntry:
+    uint64_t prefix     # the key's first eight bytes, big-endian, zeros past its end
+    uint64_t place      # its record's offset, and in the top byte its length up to 255
+
+
+cdef inline uint64_t entry_offset(const KeyEntry* entry) noexcept nogil:
+    """The offset of the entry's record (below 2**56: a data file is smaller)."""
+    return entry.place & ((<uint64_t>1 << 56) - 1)
+
+
+cdef inline const char* entry_key(const Log* log, const KeyEntry* entry,
+                                  size_t* size) noexcept nogil:
+    """The entry's key in the log, its length in ``size``."""
+    cdef const char* record = log_record(log, entry_offset(entry))
+    size[0] = load_be32(record)
+    return record + LENGTHS_SIZE
+
+
+cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth) noexcept nogil:
+    """The group of ``entry`` at byte ``depth``: 0 if its key ends before, else that byte + 1."""
+    cdef size_t short_size = entry.place >> 56
+    cdef size_t size
+    cdef const char* key
+    if depth < 8:
+        return 0 if depth >= short_size else <int>((entry.prefix >> (56 - 8 * depth)) & 0xFF) + 1
+    if depth >= short_size and short_size < 255:
+        return 0
+    key = entry_key(log, entry, &size)
+    return 0 if depth >= size else <int>(<const unsigned char*>key)[depth] + 1
+
+
+cdef int compare_entries(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
+    """Compare two keys by their bytes, as bytes objects compare: < 0, 0 or > 0."""
+    cdef size_t a_size, b_size
+    cdef const char* a_key
+    cdef const char* b_key
+    cdef int order
+    if a.prefix != b.prefix:
+        return -1 if a.prefix < b.prefix else 1
+    a_key = entry_key(log, a, &a_size)
+    b_key = entry_key(log, b, &b_size)
+    order = memcmp(a_key, b_key, a_size if a_size < b_size else b_size)
+    if order:
+        return order
+    return (a_size > b_size) - (a_size < b_size)
+
+
+cdef void insertion_sort(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
+    """Sort a few entries by comparisons."""
+    cdef size_t at, place
+    cdef KeyEntry moving
+    for at in range(1, count):
+        moving = entries[at]
+        place = at
+        while place and compare_entries(log, &moving, &entries[place - 1]) < 0:
+            entries[place] = entries[place - 1]
+            place -= 1
+        entries[place] = moving
+
+
+cdef void sift_down(const Log* log, KeyEntry* entries, size_t root, size_t count) noexcept nogil:
+    """Restore the heap order below ``root`` in the first ``count`` entries."""
+    cdef size_t child
+    cdef KeyEntry moving = entries[root]
+    while 2 * root + 1 < count:
+        child = 2 * root + 1
+        if child + 1 < count and compare_entries(log, &entries[child], &entries[child + 1]) < 0:
+            child += 1
+        if compare_entries(log, &moving, &entries[child]) >= 0:
+            break
+        entries[root] = entries[child]
+        root = child
+    entries[root] = moving
+
+
+cdef void heap_sort(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
+    """Sort entries by comparisons in O(n log n), in place: for groups deep in shared bytes."""
+    cdef size_t at = count // 2
+    cdef KeyEntry largest
+    while at:
+        at -= 1
+        sift_down(log, entries, at, count)
+    while count > 1:
+        count -= 1
+        largest = entries[0]
+        entries[0] = entries[count]
+        entries[count] = largest
+        sift_down(log, entries, 0, count)
+
+
+cdef size_t partition(const Log* log, KeyEntry* entries, size_t count, size_t depth,
+                      size_t* counts) noexcept nogil:
+    """Group the entries by their byte at ``depth`` or further on; return that depth.
+
+    Depths where every key has the same byte are skipped. The groups,
+    in byte order (keys that end first), are in place afterwards, with
+    their sizes in ``counts`` (257 of them). Keys are distinct, so the
+    bytes differ somewhere for two or more: an American flag sort pass.
+    """
+    cdef size_t ends[257]
+    cdef size_t next_place[257]
+    cdef size_t at, start
+    cdef int group, moving_group
+    cdef KeyEntry moving, taken
+    while True:
+        memset(counts, 0, 257 * sizeof(size_t))
+        for at in range(count):
+            counts[entry_bucket(log, &entries[at], depth)] += 1
+        group = entry_bucket(log, &entries[0], depth)
+        if counts[group] != count:
+            break
+        if group == 0:  # equal keys (a forged index): nothing to order
+            return depth
+        depth += 1
+    start = 0
+    for group in range(257):
+        next_place[group] = start
+        start += counts[group]
+        ends[group] = start
+    for group in range(257):
+        while next_place[group] < ends[group]:
+            moving = entries[next_place[group]]
+            moving_group = entry_bucket(log, &moving, depth)
+            while moving_group != group:
+                taken = entries[next_place[moving_group]]
+                entries[next_place[moving_group]] = moving
+                next_place[moving_group] += 1
+                moving = taken
+                moving_group = entry_bucket(log, &moving, depth)
+            entries[next_place[group]] = moving
+            next_place[group] += 1
+    return depth
+
+
+cdef void sort_entries(const Log* log, KeyEntry* entries, size_t count, size_t depth,
+                       int level) noexcept nogil:
+    """Sort entries whose keys share their first ``depth`` bytes, by the bytes of their keys."""
+    cdef size_t counts[257]
+    cdef size_t start
+    cdef int group
+    if count <= SMALL_SORT:
+        insertion_sort(log, entries, count)
+        return
+    if level >= SORT_LEVELS:
+        heap_sort(log, entries, count)
+        return
+    depth = partition(log, entries, count, depth, counts)
+    start = counts[0]
+    for group in range(1, 257):
+        if counts[group] > 1:
+            sort_entries(log, entries + start, counts[group], depth + 1, level + 1)
+        start += counts[group]
+
+
+cdef size_t encoded_size(const char* data, size_t size) noexcept nogil:
+    """The length of ``size`` bytes as a dump field."""
+    cdef size_t result = size
+    cdef size_t at
+    for at in range(size):
+        if not literal_byte(<unsigned char>data[at]):
+            result += 2
+    return result
+
+
+cdef char* encode_into(char* out, const char* data, size_t size) noexcept nogil:
+    """Write ``size`` bytes as a dump field at ``out``; return where it ends."""
+    cdef size_t at
+    cdef unsigned char byte
+    for at in range(size):
+        byte = <unsigned char>data[at]
+        if literal_byte(byte):
+            out[0] = <char>byte
+            out += 1
+        else:
+            out[0] = b'%'
+            out[1] = HEX_DIGITS[byte >> 4]
+            out[2] = HEX_DIGITS[byte & 15]
+            out += 3
+    return out
+
+
+cdef class SortedLines:
+    """The chunks of ``Store._sorted_lines``: ``(lines, bytes)``, made as they are asked for.
+
+    Holds the sorted records' offsets (a snapshot of the live keys). Each
+    step first checks that the store is open and that its keys are the
+    same set (the table's version), as ``KeyIterator`` does: offsets into
+    a log that a compaction replaced are never read.
+    """
+
+    cdef Store store
+    cdef KeyEntry* entries
+    cdef size_t count
+    cdef size_t position
+    cdef uint64_t version
+    cdef int form
+
+    def __dealloc__(self):
+        free(self.entries)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef size_t end, size, line, lines
+        cdef bytes chunk
+        cdef char* out
+        check_unchanged(self.store, self.version)
+        if self.position == self.count:
+            raise StopIteration
+        end = self.position
+        size = 0
+        while end < self.count:
+            line = self.line_size(&self.entries[end])
+            if size and size + line > LINES_CHUNK:
+                break
+            size += line
+            end += 1
+        chunk = PyBytes_FromStringAndSize(NULL, size)
+        out = PyBytes_AS_STRING(chunk)
+        lines = end - self.position
+        while self.position < end:
+            out = self.write_line(out, &self.entries[self.position])
+            self.position += 1
+        return lines, chunk
+
+    cdef size_t line_size(self, const KeyEntry* entry) except? 0:
+        """The length of ``entry``'s line, newline included."""
+        cdef size_t key_size, size
+        cdef const char* key = entry_key(&self.store.log, entry, &key_size)
+        cdef const char* value
+        cdef Py_ssize_t value_size
+        if self.form == KEY_LINES:
+            return key_size + 1
+        size = encoded_size(key, key_size) + 1
+        if self.form == DUMP_LINES:
+            value = self.store.value_at(entry_offset(entry), &value_size)
+            size += 1 + encoded_size(value, value_size)
+        return size
+
+    cdef char* write_line(self, char* out, const KeyEntry* entry) except NULL:
+        """Write ``entry``'s line at ``out``; return where it ends."""
+        cdef size_t key_size
+        cdef const char* key = entry_key(&self.store.log, entry, &key_size)
+        cdef const char* value
+        cdef Py_ssize_t value_size
+        if self.form == KEY_LINES:
+            memcpy(out, key, key_size)
+            out += key_size
+        else:
+            out = encode_into(out, key, key_size)
+            if self.form == DUMP_LINES:
+                value = self.store.value_at(entry_offset(entry), &value_size)
+                out[0] = b' '
+                out = encode_into(out + 1, value, value_size)
+        out[0] = b'\n'
+        return out + 1
+
+
+cdef int check_unchanged(Store store, uint64_t version) except -1:
+    """Raise if ``store`` was closed, or its keys changed, since ``version`` of its table."""
+    if store.busy:
+        store.check_open()
+    if store.fd < 0:
+        raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    if store.index.table.version != version:
+        raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
+    return 0
+
+
+cdef SortedLines gather_keys(Store store):
+    """The live keys' entries, unsorted: their records' offsets, then their prefixes.
+
+    The records lie all over the log, in the order of the index's slots:
+    they are read in a second pass, each asked of the processor
+    ``RECORD_PREFETCH`` entries ahead. So the slots of the mapped index
+    are checked there (``base_slot_sound``), before their record is
+    read: meanwhile an entry's prefix holds its mapped slot, marked by
+    ``MAPPED_SLOT``.
+    """
+    cdef SortedLines lines = SortedLines.__new__(SortedLines)
+    cdef Base* base = &store.index.base
+    cdef size_t position = 0
+    cdef size_t room, at, byte, size
+    cdef uint64_t offset
+    cdef const char* record
+    cdef KeyEntry* entry
+    cdef KeyEntry* grown
+    store.check_open()
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    keys_verify(store)
+    lines.store = store
+    lines.version = store.index.table.version
+    room = index_live(&store.index) + 1
+    lines.entries = <KeyEntry*>malloc(room * sizeof(KeyEntry))
+    if lines.entries == NULL:
+        raise MemoryError("cannot allocate the sort of %d keys" % room)
+    while True:
+        offset = keys_next_live(store, &position, False)
+        if offset == 0:
+            break
+        if lines.count == room:  # more keys than the index counts (a damaged count)
+            room *= 2
+            grown = <KeyEntry*>realloc(lines.entries, room * sizeof(KeyEntry))
+            if grown == NULL:
+                raise MemoryError("cannot allocate the sort of %d keys" % room)
+            lines.entries = grown
+        lines.entries[lines.count].place = offset
+        lines.entries[lines.count].prefix = (
+            MAPPED_SLOT | (position - 1) if position <= base.table.capacity else 0
+        )
+        lines.count += 1
+    for at in range(lines.count):
+        if at + RECORD_PREFETCH < lines.count:
+            offset = lines.entries[at + RECORD_PREFETCH].place
+            if HEADER_SIZE <= offset < store.log.disk_end + <uint64_t>store.buffer_used:
+                semidbm_prefetch(log_record(&store.log, offset))
+        entry = &lines.entries[at]
+        if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
+            keys_drop(store)
+            return gather_keys(store)
+        record = log_record(&store.log, entry.place)
+        size = load_be32(record)
+        entry.place |= <uint64_t>(size if size < 255 else 255) << 56
+        entry.prefix = 0
+        for byte in range(8):
+            entry.prefix <<= 8
+            if byte < size:
+                entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
+    return lines
+
+
+cdef object sorted_lines(Store store, object form, object progress):
+    """``_interface.Store._sorted_lines``: the keys gathered, sorted, then made into lines."""
+    cdef SortedLines lines
+    if form not in LINE_FORMS:
+        raise ValueError(_messages.NO_LINE_FORM % (form, ", ".join(_fields.LINE_FORMS)))
+    lines = gather_keys(store)
+    lines.form = LINE_FORMS[form]
+    sort_lines(lines, progress)
+    return lines.count, lines
+
+
+cdef int sort_lines(SortedLines lines, object progress) except -1:
+    """Sort the entries; call ``progress(done, total)`` as groups of the first split are done.
+
+    The callback is Python code: another thread may change the store
+    meanwhile, so each call is followed by the check of every step.
+    """
+    cdef size_t counts[257]
+    cdef size_t start, depth
+    cdef int group
+    cdef Log* log = &lines.store.log
+    if lines.count <= SMALL_SORT:
+        insertion_sort(log, lines.entries, lines.count)
+    else:
+        depth = partition(log, lines.entries, lines.count, 0, counts)
+        start = counts[0]
+        for group in range(1, 257):
+            if counts[group] > 1:
+                sort_entries(log, lines.entries + start, counts[group], depth + 1, 1)
+            start += counts[group]
+            if progress is not None and counts[group]:
+                progress(start, lines.count)
+                check_unchanged(lines.store, lines.version)
+    if progress is not None:
+        progress(lines.count, lines.count)
+        check_unchanged(lines.store, lines.version)
+    return 0

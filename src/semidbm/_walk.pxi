@@ -1,0 +1,112 @@
+# The tools' walk of the compiled kernel (included by _core.pyx): what
+# ``semidbm stats`` and ``semidbm verify`` report, from one pass over a
+# mapped data file in C. The records are parsed by the index rebuild's
+# own parser (``parse_block``: the same rules, every length checked) and
+# applied to a private table, which then knows each key's live record.
+
+
+def summarize_log(data, bint check_checksums, progress, path):
+    """``_interface.summarize_log``: one walk in C over the data file in ``data``."""
+    cdef Py_buffer view
+    if not PyObject_CheckBuffer(data):
+        raise TypeError("summarize_log needs a buffer, not %s" % type(data).__name__)
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return summarize_mapped(<const char*>view.buf, <uint64_t>view.len, check_checksums,
+                                progress, path)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksums,
+                             object progress, object path):
+    """``summarize_log`` over the ``size`` bytes at ``data``, a whole data file."""
+    cdef Log log
+    cdef Index index
+    cdef LogParser parser
+    cdef Parsed block[REPLAY_BLOCK]
+    cdef size_t parsed = REPLAY_BLOCK
+    cdef size_t at
+    cdef uint64_t records = 0
+    cdef uint64_t next_report = PROGRESS_STEP
+    cdef list bad = []
+    cdef object corrupt_at = None
+    if size < HEADER_SIZE:
+        raise ValueError("a data file holds at least its %d-byte header" % HEADER_SIZE)
+    log.map = data
+    log.disk_end = size
+    log.buffer = NULL
+    memset(&index, 0, sizeof(Index))
+    index.table.log = &log
+    index.seed = random_seed()
+    parser.map = data
+    parser.base = 0
+    parser.seed = index.seed
+    parser.position = HEADER_SIZE
+    parser.size = size
+    parser.ahead = HEADER_SIZE
+    parser.followed = HEADER_SIZE
+    parser.corrupt = False
+    try:
+        while parsed == REPLAY_BLOCK:
+            parsed = parse_block(&parser, block)
+            records += parsed
+            if check_checksums:
+                for at in range(parsed):
+                    if not record_checksum_ok(data, block[at].offset):
+                        bad.append(block[at].offset)
+            apply_block(&index, block, parsed, size)
+            if progress is not None and parser.position >= next_report:
+                next_report = parser.position + PROGRESS_STEP
+                progress(parser.position, size)
+        if parser.corrupt:
+            corrupt_at = parser.position
+        if progress is not None:
+            progress(parser.position, size)
+        return LogSummary(
+            records=records,
+            end=parser.position,
+            corrupt_at=corrupt_at,
+            keys=index.table.count,
+            live_bytes=live_record_bytes(&index.table),
+            bad_checksums=[(offset, record_is_live(&index, offset)) for offset in bad],
+        )
+    finally:
+        table_clear(&index.table)
+
+
+cdef bint record_checksum_ok(const char* data, uint64_t position) noexcept nogil:
+    """Whether the complete record that ``parse_block`` found at ``position`` has its CRC-32."""
+    cdef int32_t key_size = <int32_t>load_be32(data + position)
+    cdef int32_t value_size = <int32_t>load_be32(data + position + 4)
+    cdef uint64_t record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+    if value_size != DELETED:
+        record_end += <uint64_t>value_size
+    return checksum_matches(data, position, key_size, record_end)
+
+
+cdef uint64_t live_record_bytes(const Table* table) noexcept nogil:
+    """The bytes of the records the table points at, lengths and checksum included.
+
+    The records lie all over the log: each is asked of the processor
+    ``RECORD_PREFETCH`` slots ahead, so that their reads overlap.
+    """
+    cdef uint64_t total = 0
+    cdef size_t at
+    cdef const char* record
+    for at in range(table.capacity):
+        if at + RECORD_PREFETCH < table.capacity and table.slots[at + RECORD_PREFETCH].offset:
+            semidbm_prefetch(log_record(table.log, table.slots[at + RECORD_PREFETCH].offset))
+        if table.slots[at].offset:
+            record = log_record(table.log, table.slots[at].offset)
+            total += <uint64_t>RECORD_OVERHEAD + load_be32(record) + <uint64_t>load_be32(record + 4)
+    return total
+
+
+cdef bint record_is_live(const Index* index, uint64_t offset) noexcept:
+    """Whether the record at ``offset`` holds the current value of its key in ``index``."""
+    cdef const char* record = log_record(index.table.log, offset)
+    cdef int32_t key_size = <int32_t>load_be32(record)
+    cdef Py_ssize_t slot = table_find(&index.table, record + LENGTHS_SIZE, key_size,
+                                      hash_key(index.seed, record + LENGTHS_SIZE, key_size))
+    return slot >= 0 and index.table.slots[slot].offset == offset
