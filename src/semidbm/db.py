@@ -4,7 +4,15 @@ The db object is the kernel's ``Store`` (item access in the kernel, C
 slots for the compiled one) with the rest of the dbm interface added
 here: ``collections.abc.MutableMapping``, ``keys()`` as a list, the
 context manager and ``close(compact=...)``.
+
+The db class is made at run time; for type checkers it is
+``semidbm._Database``, which the package's stub (``__init__.pyi``)
+describes, so ``semidbm.db.open`` and ``semidbm.open`` return the same
+type. Names that only annotations use are imported for the type checker
+alone: the annotations stay strings at run time (valid on Python 3.9).
 """
+
+from __future__ import annotations
 
 import atexit
 import errno
@@ -16,16 +24,26 @@ import sys
 import warnings
 import weakref
 from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Literal
 
 from . import _files, _index, _kernel, _lock, _messages
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
 from .format import COMPACT_NAME, DATA_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME, MAGIC
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from _typeshed import StrOrBytesPath
+
+    from . import _Database, _Flag
+
+#: The kernel in use: "cython" (``semidbm._core``) or "python" (``semidbm._pure``).
+implementation: Literal["cython", "python"]
 implementation, _default_kernel = _kernel.choose()
 
 _FLAGS = ("r", "w", "c", "n")
-_classes: dict = {}
+_classes: dict[ModuleType, type[_Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -53,14 +71,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_in_child)
 
 
-def database_class(kernel):
-    """Return the db class built on ``kernel``'s Store (made once per kernel)."""
+def database_class(kernel: ModuleType) -> type[_Database]:
+    """Return the db class built on ``kernel``'s Store (made once per kernel).
+
+    ``kernel`` is a kernel module, ``semidbm._core`` or ``semidbm._pure``
+    (``_kernel.load`` imports either by name).
+    """
     try:
         return _classes[kernel]
     except KeyError:
         pass
 
-    class SemiDBM(kernel.Store, MutableMapping):
+    # A base known at run time only: type checkers see semidbm._Database instead.
+    class SemiDBM(kernel.Store, MutableMapping):  # type: ignore[name-defined, misc, type-arg]
         """A semidbm database: a mutable mapping of bytes keys to bytes values.
 
         Keys and values may be given as str (stored as UTF-8) or any
@@ -175,14 +198,14 @@ def database_class(kernel):
 
 
 def open(
-    filename,
-    flag="r",
-    mode=0o666,
-    verify_checksums=False,
+    filename: StrOrBytesPath,
+    flag: _Flag = "r",
+    mode: int = 0o666,
+    verify_checksums: bool = False,
     *,
-    buffer_size=DEFAULT_BUFFER_SIZE,
-    recover=False,
-):
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    recover: bool = False,
+) -> _Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
     ``filename`` may be str, bytes or path-like. ``flag`` is one of:
@@ -234,16 +257,18 @@ def open(
 
 
 def open_with(
-    kernel,
-    filename,
-    flag="r",
-    mode=0o666,
-    verify_checksums=False,
+    kernel: ModuleType,
+    filename: StrOrBytesPath,
+    flag: _Flag = "r",
+    mode: int = 0o666,
+    verify_checksums: bool = False,
     *,
-    buffer_size=DEFAULT_BUFFER_SIZE,
-    recover=False,
-):
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    recover: bool = False,
+) -> _Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
+
+    ``kernel`` is as for :func:`database_class`.
 
     Every argument is checked before the disk is touched.
     """
@@ -259,7 +284,8 @@ def open_with(
     directory, lock, created = _prepare(path, flag, mode)
     writable = flag != "r"
     try:
-        database = database_class(kernel)(
+        # The constructor and the private slots are not in the public type (_Database).
+        database = database_class(kernel)(  # type: ignore[call-arg]
             directory,
             writable,
             buffer_size,
@@ -276,8 +302,8 @@ def open_with(
         # A writer that could not cut the torn tail it found: say what it found.
         _warn_of_torn_tail(directory.data_path, getattr(exc, "torn_tail", None))
         raise
-    database._lock = lock
-    database._walk = None
+    database._lock = lock  # type: ignore[attr-defined]
+    database._walk = None  # type: ignore[attr-defined]
     try:
         _warn_of_torn_tail(database.path, database.torn_tail)
     except BaseException:  # a filter that turns warnings into errors
@@ -304,7 +330,7 @@ def _warn_of_torn_tail(data_path, torn_tail):
     warnings.warn(message, TornTailWarning, stacklevel=level)
 
 
-def data_file(filename):
+def data_file(filename: StrOrBytesPath) -> str:
     """Return the path of the data file of the semidbm database ``filename``, checking it is one.
 
     For tools that read the file themselves (``semidbm stats``,
