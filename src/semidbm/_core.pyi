@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing_extensions import disjoint_base
 
 from ._interface import Store as _Store
+from ._interface import summarize_log as summarize_log
 
 @disjoint_base
 class Store(_Store, metaclass=ABCMeta):
@@ -24,6 +25,13 @@ class KeyIterator(Iterator[bytes]):
     def __new__(cls, store: Store, /) -> KeyIterator: ...
     def __iter__(self) -> KeyIterator: ...
     def __next__(self) -> bytes: ...
+
+@disjoint_base
+class SortedLines(Iterator[tuple[int, bytes]]):
+    """The chunks of ``Store._sorted_lines``: ``(lines, bytes)``, made as they are asked for."""
+
+    def __iter__(self) -> SortedLines: ...
+    def __next__(self) -> tuple[int, bytes]: ...
 
 @disjoint_base
 class TableBody:
