@@ -54,7 +54,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _kernel, db
+from semidbm import _checks, _fields, _kernel, db
 from semidbm.format import HEADER, INDEX_NAME
 
 from .. import index_support
@@ -126,12 +126,23 @@ def answer(action):
 
 
 def read_everything(kernel, path):
-    """Open read-only without checksums; read every key every way."""
+    """Open read-only without checksums; read every key every way, the sorted dump lines too."""
     with db.open_with(kernel, path, "r") as database:
         keys = database.keys()
         items = {key: database[key] for key in keys}
         assert len(database) == len(items) and all(key in database for key in keys)
+        count, chunks = database._sorted_lines("dump")
+        lines = b"".join(chunk for _, chunk in chunks)
+        make_line = _fields.LINE_FORMS["dump"]
+        assert count == len(items)
+        assert lines == b"".join(make_line(*item) for item in sorted(items.items()))
         return items
+
+
+def examine_file(kernel, path):
+    """What ``semidbm stats`` and ``verify`` find in the file: every checksum read."""
+    found = _checks.examine(path, check_checksums=True, kernel=kernel)
+    return {name: value for name, value in vars(found).items() if name != "path"}
 
 
 def refresh_after_append(kernel, path, data):
@@ -187,7 +198,11 @@ def examine(kernel, path, data):
             handle.write(data)
 
     fresh()
-    answers = [outcome(kernel, path, False, 0), answer(lambda: read_everything(kernel, path))]
+    answers = [
+        answer(lambda: examine_file(kernel, path)),
+        outcome(kernel, path, False, 0),
+        answer(lambda: read_everything(kernel, path)),
+    ]
     fresh()
     answers.append(answer(lambda: refresh_after_append(kernel, path, data)))
     fresh()
@@ -566,6 +581,8 @@ def survive_a_forged_index(database, path, base):
             except KeyError:
                 pass
         assert len(database.keys()) == len(database.items()) == len(database)
+        count, chunks = database._sorted_lines("dump")
+        assert sum(lines for lines, _ in chunks) == count
         with open(os.path.join(path, "data"), "ab") as handle:
             handle.write(_put(b"appended", b"after the open") + _delete(b"key0"))
         database.refresh()
