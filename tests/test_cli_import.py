@@ -187,7 +187,14 @@ def test_an_interrupted_import_leaves_no_trace(tool, tmp_path, filled, number, d
     before = files_of(filled)
     spool = tmp_path / "tmp"
     spool.mkdir()
-    process = start_import(tool, path, env=dict(os.environ, TMPDIR=str(spool)))
+    process = start_import(
+        tool,
+        path,
+        env=dict(os.environ, TMPDIR=str(spool)),
+        # Not ignored, whatever this test inherited (a shell's background job ignores SIGINT):
+        # the tool leaves an ignored signal ignored.
+        preexec_fn=lambda: signal.signal(number, signal.SIG_DFL),
+    )
     process.send_signal(number)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
@@ -228,12 +235,16 @@ class SignalsItself:
 
 @posix_only
 def test_an_interrupt_while_storing_ends_after_a_whole_record_and_counts_it(
-    tmp_path, filled, monkeypatch, capsys
+    tmp_path, filled, monkeypatch, capsys, request
 ):
     dump = tmp_path / "dump"
     dump.write_bytes(dump_of(RECORDS))
     real_open = db.open
     monkeypatch.setattr(db, "open", lambda *args, **kw: SignalsItself(real_open(*args, **kw), 5))
+    # Python's own handler, even where this test inherited SIGINT ignored (a background job):
+    # the tool leaves an ignored signal ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     assert cli.main(["import", str(dump), str(filled)]) == 130
     assert capsys.readouterr().err == (
         "semidbm: interrupted: the dump's first 5 records went into %s, the rest did not\n"

@@ -1205,6 +1205,26 @@ def test_the_sorted_lines_check_each_slot_before_reading_its_record(
 
 
 @compiled_only
+def test_the_sorted_lines_of_many_keys_check_their_slots_in_both_threads(tmp_path, no_hang):
+    """Past SHARED_SORT keys the records are read by two threads: a bad slot is caught there."""
+    path = tmp_path / "many.db"
+    model = {b"key %06d" % number: b"v" * 40 for number in range(100_000)}
+    with open_db(compiled_kernel(), path, "n") as database:
+        for key, value in model.items():
+            database[key] = value
+    data, index = data_of(path), fmt.Index.parse(index_path(path).read_bytes())
+    victim = b"key %06d" % 99_000  # in a late share, which either thread may take
+    at = index.find(data, victim)
+    index.slots[at] = (index.slots[at][0] + 3, index.slots[at][1])  # into its own record
+    index_path(path).write_bytes(index.encode())
+    with open_db(compiled_kernel(), path) as database:
+        count, chunks = database._sorted_lines("keys")
+        text = b"".join(chunk for _, chunk in chunks)
+    assert count == len(model)
+    assert text == b"".join(key + b"\n" for key in sorted(model))
+
+
+@compiled_only
 def test_slots_of_two_keys_swapped(copied, large, no_hang):
     """Each slot has its key's hash but the other key's record: the key check catches it."""
     index = fmt.Index.parse(large.index_data)

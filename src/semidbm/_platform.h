@@ -172,6 +172,11 @@ static uint64_t semidbm_exchange(volatile uint64_t *counter, uint64_t value)
 {
     return (uint64_t)InterlockedExchange64((volatile LONG64 *)counter, (LONG64)value);
 }
+
+static uint64_t semidbm_fetch_add(volatile uint64_t *counter, uint64_t value)
+{
+    return (uint64_t)InterlockedExchangeAdd64((volatile LONG64 *)counter, (LONG64)value);
+}
 #else
 static uint64_t semidbm_load_acquire(volatile uint64_t *counter)
 {
@@ -186,6 +191,11 @@ static void semidbm_store_release(volatile uint64_t *counter, uint64_t value)
 static uint64_t semidbm_exchange(volatile uint64_t *counter, uint64_t value)
 {
     return __atomic_exchange_n(counter, value, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t semidbm_fetch_add(volatile uint64_t *counter, uint64_t value)
+{
+    return __atomic_fetch_add(counter, value, __ATOMIC_SEQ_CST);
 }
 #endif
 

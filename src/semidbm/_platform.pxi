@@ -17,6 +17,7 @@ cdef extern from "_platform.h":
     uint64_t semidbm_load_acquire(volatile uint64_t* counter) noexcept nogil
     void semidbm_store_release(volatile uint64_t* counter, uint64_t value) noexcept nogil
     uint64_t semidbm_exchange(volatile uint64_t* counter, uint64_t value) noexcept nogil
+    uint64_t semidbm_fetch_add(volatile uint64_t* counter, uint64_t value) noexcept nogil
     void semidbm_pause() noexcept nogil
     void semidbm_yield() noexcept nogil
     int64_t semidbm_clock_ns() noexcept nogil

@@ -13,6 +13,13 @@ cdef enum:
     # Byte positions at which groups split before a group is sorted by comparisons
     # (bounds the recursion, whatever the keys).
     SORT_LEVELS = 16
+    # Keys from which the gathering and the sort share their work with a second thread.
+    SHARED_SORT = 1 << 16
+    # Entries in each share of the gathering's reads.
+    READ_SHARE = 4096
+    # What the two threads share: the gathering's reads, or the groups of the sort's first split.
+    READ_RECORDS = 0
+    SORT_GROUPS = 1
     # Bytes of lines SortedLines collects in a chunk (a longer line makes a chunk of its own).
     LINES_CHUNK = 1 << 20
     # The forms of ``_sorted_lines``: raw keys, keys as dump fields, dump lines.
@@ -312,19 +319,16 @@ cdef SortedLines gather_keys(Store store):
     """The live keys' entries, unsorted: their records' offsets, then their prefixes.
 
     The records lie all over the log, in the order of the index's slots:
-    they are read in a second pass, each asked of the processor
-    ``RECORD_PREFETCH`` entries ahead. So the slots of the mapped index
-    are checked there (``base_slot_sound``), before their record is
-    read: meanwhile an entry's prefix holds its mapped slot, marked by
-    ``MAPPED_SLOT``.
+    they are read in a second pass (``read_entries``, by two threads
+    for many keys). So the slots of the mapped index are checked there
+    (``base_slot_sound``), before their record is read: meanwhile an
+    entry's prefix holds its mapped slot, marked by ``MAPPED_SLOT``.
     """
     cdef SortedLines lines = SortedLines.__new__(SortedLines)
     cdef Base* base = &store.index.base
     cdef size_t position = 0
-    cdef size_t room, at, byte, size
+    cdef size_t room
     cdef uint64_t offset
-    cdef const char* record
-    cdef KeyEntry* entry
     cdef KeyEntry* grown
     store.check_open()
     if store.index.table.pending_count:
@@ -351,23 +355,9 @@ cdef SortedLines gather_keys(Store store):
             MAPPED_SLOT | (position - 1) if position <= base.table.capacity else 0
         )
         lines.count += 1
-    for at in range(lines.count):
-        if at + RECORD_PREFETCH < lines.count:
-            offset = lines.entries[at + RECORD_PREFETCH].place
-            if HEADER_SIZE <= offset < store.log.disk_end + <uint64_t>store.buffer_used:
-                semidbm_prefetch(log_record(&store.log, offset))
-        entry = &lines.entries[at]
-        if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
-            keys_drop(store)
-            return gather_keys(store)
-        record = log_record(&store.log, entry.place)
-        size = load_be32(record)
-        entry.place |= <uint64_t>(size if size < 255 else 255) << 56
-        entry.prefix = 0
-        for byte in range(8):
-            entry.prefix <<= 8
-            if byte < size:
-                entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
+    if share_out(READ_RECORDS, &store.log, base, lines.entries, lines.count, NULL, 0):
+        keys_drop(store)
+        return gather_keys(store)
     return lines
 
 
@@ -383,28 +373,155 @@ cdef object sorted_lines(Store store, object form, object progress):
 
 
 cdef int sort_lines(SortedLines lines, object progress) except -1:
-    """Sort the entries; call ``progress(done, total)`` as groups of the first split are done.
+    """Sort the entries; ``progress(done, total)`` after the first split and at the end.
 
-    The callback is Python code: another thread may change the store
-    meanwhile, so each call is followed by the check of every step.
+    The groups of the first split are sorted by two threads for many
+    keys, with no Python code running meanwhile (the GIL is held): the
+    callback is called only between, and each call is followed by the
+    check of every step, since another thread may change the store then.
     """
     cdef size_t counts[257]
-    cdef size_t start, depth
-    cdef int group
+    cdef size_t depth
     cdef Log* log = &lines.store.log
     if lines.count <= SMALL_SORT:
         insertion_sort(log, lines.entries, lines.count)
     else:
         depth = partition(log, lines.entries, lines.count, 0, counts)
-        start = counts[0]
-        for group in range(1, 257):
-            if counts[group] > 1:
-                sort_entries(log, lines.entries + start, counts[group], depth + 1, 1)
-            start += counts[group]
-            if progress is not None and counts[group]:
-                progress(start, lines.count)
-                check_unchanged(lines.store, lines.version)
+        if progress is not None:
+            progress(counts[0], lines.count)
+            check_unchanged(lines.store, lines.version)
+        share_out(SORT_GROUPS, log, NULL, lines.entries, lines.count, counts, depth + 1)
     if progress is not None:
         progress(lines.count, lines.count)
         check_unchanged(lines.store, lines.version)
     return 0
+
+
+# --- Two threads ---
+
+cdef struct Shared:
+    # Work that this thread and a second one share out in turns (``taken``):
+    # the gathering's reads of the records (READ_RECORDS, in shares of
+    # READ_SHARE entries), or the sort of the groups of the first split
+    # (SORT_GROUPS, one group a share). ``started`` and ``finished`` hand it
+    # over as ParseRing's do; ``damaged`` says that a mapped slot failed its
+    # check. Neither thread runs Python code: the GIL stays with the caller.
+    uint64_t started
+    uint64_t taken
+    uint64_t finished
+    uint64_t damaged
+    int task
+    const Log* log
+    const Base* base
+    KeyEntry* entries
+    size_t count
+    size_t depth
+    size_t starts[258]      # SORT_GROUPS: where each group starts, then the end
+
+
+cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries, size_t count,
+                   const size_t* counts, size_t depth) except -1:
+    """Do ``task`` over ``entries``, with a second thread for many keys; 1 if ``damaged``, else 0.
+
+    ``counts`` (the groups' sizes) and ``depth`` (where they part) are
+    the first split's, for SORT_GROUPS. If the second thread has not
+    started once every share is taken, it is not waited for: it frees
+    the work when it starts.
+    """
+    cdef Shared* shared = <Shared*>calloc(1, sizeof(Shared))
+    cdef size_t group
+    cdef int damaged
+    if shared == NULL:
+        raise MemoryError("cannot allocate the sort's shared work")
+    shared.task = task
+    shared.log = log
+    shared.base = base
+    shared.entries = entries
+    shared.count = count
+    shared.depth = depth
+    if task == SORT_GROUPS:
+        for group in range(257):
+            shared.starts[group + 1] = shared.starts[group] + counts[group]
+    if not (count >= SHARED_SORT and threaded_replay and PyThread_start_new_thread(
+            share_in_thread, shared) != PYTHREAD_INVALID_THREAD_ID):
+        do_shares(shared)
+        damaged = shared.damaged
+        free(shared)
+        return damaged
+    do_shares(shared)
+    damaged = semidbm_load_acquire(&shared.damaged)
+    if semidbm_exchange(&shared.started, ABANDONED) == NOT_STARTED:
+        return damaged  # the second thread took no share; it frees the work
+    wait_until_finished(shared)
+    damaged = semidbm_load_acquire(&shared.damaged)
+    free(shared)
+    return damaged
+
+
+cdef void wait_until_finished(Shared* shared) noexcept nogil:
+    """Wait for the second thread to finish its last share."""
+    cdef int spins = 0
+    while not semidbm_load_acquire(&shared.finished):
+        pause_or_yield(&spins)
+
+
+cdef void share_in_thread(void* argument) noexcept nogil:
+    """The second thread: take shares until none is left (or free the work, if abandoned)."""
+    cdef Shared* shared = <Shared*>argument
+    if semidbm_exchange(&shared.started, STARTED) == ABANDONED:
+        free(shared)
+        return
+    do_shares(shared)
+    semidbm_store_release(&shared.finished, True)
+
+
+cdef void do_shares(Shared* shared) noexcept nogil:
+    """Take the next share and do it, until every share is taken."""
+    cdef uint64_t share
+    cdef uint64_t shares = 257 if shared.task == SORT_GROUPS else (
+        (shared.count + READ_SHARE - 1) // READ_SHARE)
+    cdef size_t start
+    while True:
+        share = semidbm_fetch_add(&shared.taken, 1)
+        if share >= shares:
+            return
+        if shared.task == SORT_GROUPS:
+            start = shared.starts[share]
+            if share and shared.starts[share + 1] - start > 1:
+                sort_entries(shared.log, shared.entries + start,
+                             shared.starts[share + 1] - start, shared.depth, 1)
+        else:
+            start = share * READ_SHARE
+            if not read_entries(shared.log, shared.base, shared.entries + start,
+                                min(<size_t>READ_SHARE, shared.count - start)):
+                semidbm_store_release(&shared.damaged, True)
+
+
+cdef bint read_entries(const Log* log, const Base* base, KeyEntry* entries,
+                       size_t count) noexcept nogil:
+    """Fill in the entries' prefixes from their records; False if a mapped slot fails its check.
+
+    Each record is asked of the processor ``RECORD_PREFETCH`` entries
+    ahead (only an offset the log may hold: a mapped slot is unchecked).
+    """
+    cdef size_t at, byte, size
+    cdef uint64_t ahead
+    cdef const char* record
+    cdef KeyEntry* entry
+    for at in range(count):
+        if at + RECORD_PREFETCH < count:
+            ahead = entries[at + RECORD_PREFETCH].place
+            if HEADER_SIZE <= ahead < log.disk_end:
+                semidbm_prefetch(log.map + ahead)
+        entry = &entries[at]
+        if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
+            return False
+        record = log_record(log, entry.place)
+        size = load_be32(record)
+        entry.place |= <uint64_t>(size if size < 255 else 255) << 56
+        entry.prefix = 0
+        for byte in range(8):
+            entry.prefix <<= 8
+            if byte < size:
+                entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
+    return True
