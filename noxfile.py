@@ -12,7 +12,7 @@ the sessions). Arguments after ``--`` go to the session's main command.
   unstable in a folder of the checkout (scripts/debian_unstable.py,
   made by the session ``debian_unstable``).
 - ``bench``: the main job, ``benchmarks/compare.py`` (its arguments; by
-  default preset a, written to docs/bench); ``scale``: the scale
+  default its preset ``small``, written to results/bench/); ``scale``: the scale
   benchmark, ``benchmarks/scale.py``; ``asv``: airspeed velocity with
   the arguments given.
 - ``sanitize``, ``memcheck``: the reliability runs on builds of their own
@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -60,6 +61,9 @@ nox.options.download_python = "never"
 #: the benchmarks compare against.
 DEBIAN_PYTHON = "/usr/bin/python3"
 
+#: Seconds between tries of an ``apt-get update`` that found the lists locked.
+APT_RETRY_SECONDS = 5
+
 #: What building and testing on Debian's Python needs.
 DEBIAN_PACKAGES = ["gcc", "python3-dev", "python3-gdbm", "python3-venv"]
 
@@ -68,6 +72,9 @@ PYENV_VERSIONS = ["3.9", "3.10", "3.12", "3.13"]
 
 #: The environment of semidbm 0.5.1 from PyPI (it has our import name).
 V051_VENV = ROOT / ".venv-v051"
+
+#: The environment of pyenv's Python 3.13, which runs the benchmark's dbm.sqlite3.
+SQLITE3_VENV = ROOT / ".venv-sqlite3"
 
 #: The compiled-kernel selection of the suite (tests/conftest.py).
 COMPILED_ONLY = ["--kernel", "cython"]
@@ -113,7 +120,9 @@ def debian_packages(session, *extra):
     """Install whichever of DEBIAN_PACKAGES and ``extra`` are missing, with apt-get.
 
     As root, or through sudo. On a system without dpkg it only warns:
-    there, the packages' equivalents must be installed by hand.
+    there, the packages' equivalents must be installed by hand. Each
+    apt-get waits for a lock that another apt holds rather than fail
+    (``debian_unstable.APT_WAIT``, and ``apt_get_update``).
     """
     wanted = DEBIAN_PACKAGES + list(extra)
     if shutil.which("dpkg-query") is None:
@@ -123,11 +132,34 @@ def debian_packages(session, *extra):
     if not missing:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
-    session.run(*sudo, "apt-get", "update", "-q", external=True)
+    apt_get_update(session, sudo)
     session.run(
         *sudo, "env", "DEBIAN_FRONTEND=noninteractive",
-        "apt-get", "install", "-y", "-q", *missing, external=True,
+        "apt-get", *debian_unstable.APT_WAIT, "install", "-y", "-q", *missing, external=True,
     )
+
+
+def apt_get_update(session, sudo):
+    """Run ``apt-get update`` (through ``sudo`` if given), waiting for another apt to finish.
+
+    apt-get waits for dpkg's lock when told to (``APT_WAIT``), but its
+    update (apt 2.6, Debian 12) still fails at once while another apt
+    holds the lock of the package lists. So a failure that names a lock
+    is retried every APT_RETRY_SECONDS, for as long as APT_WAIT lets an
+    install wait; any other failure ends the session at once.
+    """
+    command = [*sudo, "env", "LC_ALL=C", "apt-get", *debian_unstable.APT_WAIT, "update", "-q"]
+    deadline = time.monotonic() + debian_unstable.APT_LOCK_TIMEOUT
+    while True:
+        session.log(" ".join(command))
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(done.stdout, end="", flush=True)
+        if done.returncode == 0:
+            return
+        if "Could not get lock" not in done.stdout or time.monotonic() > deadline:
+            session.error("apt-get update failed (exit status %d)" % done.returncode)
+        session.log("another apt holds a lock: trying again in %d s" % APT_RETRY_SECONDS)
+        time.sleep(APT_RETRY_SECONDS)
 
 
 def debian_package_installed(package):
@@ -145,6 +177,24 @@ def v051_python(session):
         session.run(DEBIAN_PYTHON, "-m", "venv", str(V051_VENV), external=True)
     if not list(V051_VENV.glob("lib/python*/site-packages/semidbm-0.5.1.dist-info")):
         session.run(str(python), "-m", "pip", "install", "-q", "semidbm==0.5.1", external=True)
+    return str(python)
+
+
+def sqlite3_python(session):
+    """The interpreter of ``.venv-sqlite3``, made from pyenv's Python 3.13 on first use, or None.
+
+    It runs the benchmark's dbm.sqlite3 contender: that module is new in
+    3.13, and the benchmark runs on Debian's 3.11 (for dbm.gnu). Without
+    pyenv's 3.13 it warns and returns None; the benchmark's report then
+    says that dbm.sqlite3 was not run, and why.
+    """
+    python = SQLITE3_VENV / "bin" / "python"
+    if not python.exists():
+        base = pyenv_python("3.13")
+        if not os.access(base, os.X_OK):
+            session.warn("pyenv has no Python 3.13 (%s): dbm.sqlite3 will not run" % base)
+            return None
+        session.run(base, "-m", "venv", "--clear", str(SQLITE3_VENV), external=True)
     return str(python)
 
 
@@ -391,18 +441,22 @@ def memcheck(session):
 def bench(session):
     """The main job: semidbm side by side with the others (benchmarks/compare.py).
 
-    Arguments go to compare.py; without any, preset a (1,000,000 keys,
-    five interleaved repetitions), its report and charts written to
-    docs/bench/. Examples: ``-- --preset all --out-dir docs/bench``,
-    ``-- --preset all --quick --out-dir /tmp/bench`` (a smoke test).
+    Arguments go to compare.py; without any, its preset ``small`` (about
+    a minute), the report and charts written to a new directory under
+    results/bench/ (ignored by git) and a summary to the terminal.
+    Examples: ``-- --preset a`` (1,000,000 keys), ``-- --preset all
+    --out-dir docs/bench`` (every preset, published), ``-- --preset all
+    --quick --out-dir /tmp/bench`` (a smoke test). dbm.sqlite3 runs on
+    ``.venv-sqlite3``, made from pyenv's Python 3.13 (without one, the
+    report says it was not run).
     """
     debian_packages(session)
     install_checkout(session, "bench")
-    arguments = session.posargs or ["--preset", "a", "--out-dir", "docs/bench"]
-    session.run(
-        "python", "benchmarks/compare.py", *arguments,
-        env={"SEMIDBM_V051_PYTHON": v051_python(session)},
-    )
+    environment = {"SEMIDBM_V051_PYTHON": v051_python(session)}
+    sqlite3 = sqlite3_python(session)
+    if sqlite3:
+        environment["SEMIDBM_SQLITE3_PYTHON"] = sqlite3
+    session.run("python", "benchmarks/compare.py", *session.posargs, env=environment)
 
 
 @nox.session(python=DEBIAN_PYTHON)

@@ -5,11 +5,14 @@ and repetition::
 
     python benchmarks/_shelf_worker.py CONTENDER --preset c|d --dir TMPDIR --seed S [--quick]
 
-Every contender but sqlitedict is a ``shelve.Shelf`` over a dbm object,
-as shelve's users write it: ``shelve.Shelf(semidbm.open(path, "c"))``;
-sqlitedict is its own mapping (``SqliteDict``), committed where the
-others sync. Each timed pass opens the shelf, does its work and closes
-it: that is how a shelf is used, and where each contender flushes.
+Every contender but sqlitedict, diskcache and rocksdict is a
+``shelve.Shelf`` over a dbm object, as shelve's users write it:
+``shelve.Shelf(semidbm.open(path, "c"))``; those three pickle values
+themselves and are used as their own mappings (``SqliteDict``,
+``diskcache.Index``, ``rocksdict.Rdict``), each with its own way to
+sync (see their classes). dbm.sqlite3 runs on a Python 3.13 of its own.
+Each timed pass opens the shelf, does its work and closes it: that is
+how a shelf is used, and where each contender flushes.
 
 Preset c, small objects: for 50 and for 2,000 items (dicts of a few
 fields), ``write`` (a new shelf, set every item, close), ``read`` (open,
@@ -40,7 +43,14 @@ import sys
 from time import perf_counter
 
 import _pagecache
-from _worker import describe, import_our_semidbm, import_semidbm_051, median_pass
+from _worker import (
+    describe,
+    import_our_semidbm,
+    import_semidbm_051,
+    median_pass,
+    package_version,
+    sqlite_version,
+)
 
 #: Preset c: the item counts, each with its own write, read and iterate rows.
 SMALL_COUNTS = (50, 2000)
@@ -151,14 +161,12 @@ class SqliteDict(ShelfContender):
     durability = "commit() is an SQLite commit: journal, then fsync (SQLite's defaults)"
 
     def __init__(self):
-        import sqlite3
-
         import sqlitedict
 
         self.module = sqlitedict
         self.implementation = "sqlitedict %s, SQLite %s" % (
             sqlitedict.__version__,
-            sqlite3.sqlite_version,
+            sqlite_version(),
         )
 
     def open(self, path, flag):
@@ -173,11 +181,84 @@ class SqliteDict(ShelfContender):
         shelf.close()
 
 
-class InMemoryDict(ShelfContender):
-    """``shelve.Shelf`` over a plain dict: the ceiling, with nothing kept in a file."""
+class Diskcache(ShelfContender):
+    """diskcache's ``Index``, which pickles values itself, as its users use it (no shelve).
 
-    durability = "memory only"
-    implementation = "shelve over a built-in dict"
+    Each set is committed at once, so ``sync`` has nothing to do; close
+    is ``index.cache.close()``. diskcache has no read-only open.
+    """
+
+    durability = (
+        "each set is its own SQLite transaction in WAL mode, synchronous=NORMAL: no fsync "
+        "per commit, only at WAL checkpoints; values of 32 KiB and more in files, not fsynced"
+    )
+
+    def __init__(self):
+        import diskcache
+
+        self.module = diskcache
+        self.implementation = "diskcache %s (Index), SQLite %s" % (
+            diskcache.__version__,
+            sqlite_version(),
+        )
+
+    def open(self, path, flag):
+        return self.module.Index(path)
+
+    def sync(self, shelf):
+        """Nothing to do: every set is already committed."""
+
+    def close(self, shelf):
+        shelf.cache.close()
+
+
+class Rocksdict(ShelfContender):
+    """rocksdict's ``Rdict`` at its default options, which pickle values itself (no shelve).
+
+    ``sync`` is ``flush()``, which writes the memtable to a table file.
+    """
+
+    durability = (
+        "each set goes to RocksDB's write-ahead log without fsync (sync=False, the default); "
+        "flush() and close() write the memtable to a table file and fsync it"
+    )
+
+    def __init__(self):
+        import rocksdict
+
+        self.module = rocksdict
+        self.implementation = "rocksdict %s (Rdict), RocksDB" % package_version("rocksdict")
+
+    def open(self, path, flag):
+        return self.module.Rdict(path)
+
+    def sync(self, shelf):
+        shelf.flush()
+
+    def close(self, shelf):
+        shelf.close()
+
+
+class Sqlite3Dbm(ShelfContender):
+    """Shelve on ``dbm.sqlite3``, the module ``shelve.open`` picks first from Python 3.13 on."""
+
+    durability = (
+        "each set is its own SQLite transaction in WAL mode, synchronous=FULL (SQLite's "
+        "default): every commit fsyncs the write-ahead log"
+    )
+
+    def __init__(self):
+        import dbm.sqlite3
+
+        self.module = dbm.sqlite3
+        self.implementation = "dbm.sqlite3, SQLite %s, through shelve" % sqlite_version()
+
+
+class InMemoryDict(ShelfContender):
+    """``shelve.Shelf`` over a plain dict: the reference in memory, nothing kept in a file."""
+
+    durability = "memory only: nothing survives the process"
+    implementation = "shelve over a built-in dict, the reference in memory (not a rival)"
 
     def __init__(self):
         self.dicts = {}
@@ -199,6 +280,9 @@ CONTENDERS = {
     "dbm.gnu": Gnu,
     "dbm.dumb": Dumb,
     "sqlitedict": SqliteDict,
+    "diskcache": Diskcache,
+    "rocksdict": Rocksdict,
+    "dbm.sqlite3": Sqlite3Dbm,
     "dict": InMemoryDict,
 }
 

@@ -6,7 +6,7 @@ semidbm 0.5.1 has the same import name as our package and lives in its
 own virtual environment)::
 
     python benchmarks/_worker.py CONTENDER --keys N --value-size B \\
-        --key-size K --dir TMPDIR --seed S
+        --key-size K --dir TMPDIR --seed S [--min-read-seconds T]
 
 It builds the data set first, outside the timed part: keys are the
 index zero-padded to the key size (``b"%016d" % i``), values are slices
@@ -28,9 +28,10 @@ in this order:
 - fill_random: set every key in a shuffled order in a new db, then close it.
 
 A read pass (cold ones included, each after its own eviction) shorter
-than ``MIN_READ_SECONDS`` is repeated until that much time has passed,
-and the median pass counts: on small data sets one pass takes
-milliseconds, too short to time on a shared machine.
+than ``--min-read-seconds`` (``MIN_READ_SECONDS`` by default) is
+repeated until that much time has passed, and the median pass counts:
+on small data sets one pass takes milliseconds, too short to time on a
+shared machine.
 
 Opening a db is not timed (but for reopen); closing a written one always
 is, since that is where a dbm flushes its writes (each contender at its
@@ -51,7 +52,7 @@ fast this process copies values of that size into new bytes objects,
 which every read must do: the ceiling for reading large values.
 
 Prints one JSON object: the contender's name, implementation, Python
-version, durability, operations per second for each workload (None for
+version, durability, number of keys, operations per second for each workload (None for
 a workload that does not apply), the reopen's seconds, the index memory
 in bytes per key, the copy rate and notes on anything measured
 differently. A contender whose module cannot be
@@ -79,7 +80,7 @@ BLOCK_SIZE = 1 << 20
 #: Smallest LMDB map size: room for its meta pages and a small tree.
 MIN_MAP_SIZE = 1 << 20
 
-#: A read pass is repeated until this much time has passed in all ...
+#: A read pass is repeated until this much time has passed in all (by default) ...
 MIN_READ_SECONDS = 0.25
 
 #: ... but at most this many times; the median pass counts.
@@ -101,6 +102,9 @@ class Contender:
 
     #: At most this many keys are deleted in delete_sequential (None: all).
     max_deletes = None
+
+    #: What this contender measures differently, for the report (None: nothing).
+    note = None
 
     def open(self, path, flag):
         """Open the db at ``path`` with a dbm flag ("n", "r" or "w")."""
@@ -190,6 +194,20 @@ def import_semidbm_051():
     if semidbm.__version__ != "0.5.1":
         sys.exit("expected semidbm 0.5.1, this interpreter imports %s" % semidbm.__version__)
     return semidbm
+
+
+def sqlite_version():
+    """Return the version of the SQLite library this Python's sqlite3 module uses."""
+    import sqlite3
+
+    return sqlite3.sqlite_version
+
+
+def package_version(name):
+    """Return the installed version of the distribution ``name``, for packages without one."""
+    import importlib.metadata
+
+    return importlib.metadata.version(name)
 
 
 def describe(name, contender):
@@ -357,15 +375,114 @@ class Lmdb(Contender):
         return perf_counter() - start, env
 
 
+class DiskcacheIndex(Contender):
+    """diskcache's ``Index``: its persistent dict, a ``Cache`` that never evicts.
+
+    Chosen over ``diskcache.Cache`` because a Cache at its defaults evicts
+    entries once it holds 1 GB (``size_limit``): it is a cache, not a
+    store, and a dbm must keep every key. Everything else is at
+    diskcache's defaults: SQLite in WAL mode with ``synchronous=NORMAL``,
+    values of 32 KiB and more in files of their own. Each set, get and
+    delete is its own SQLite statement, called as a mapping
+    (``index[key]``); close is ``index.cache.close()``.
+    """
+
+    durability = (
+        "each set is its own SQLite transaction in WAL mode, synchronous=NORMAL (diskcache's "
+        "default): no fsync per commit, only at WAL checkpoints, so a power loss may lose the "
+        "last commits; values of 32 KiB and more go to files of their own, never fsynced"
+    )
+
+    def __init__(self):
+        import diskcache
+
+        self.module = diskcache
+        self.implementation = "diskcache %s (Index), SQLite %s" % (
+            diskcache.__version__,
+            sqlite_version(),
+        )
+
+    def open(self, path, flag):
+        """Open the Index in the directory ``path`` (diskcache has no read-only mode)."""
+        return self.module.Index(path)
+
+    def close(self, db):
+        db.cache.close()
+
+
+class Rocksdict(Contender):
+    """rocksdict's ``Rdict``: RocksDB as a Python mapping, at its default options.
+
+    ``Rdict(path)`` with no options (its default, non-raw mode, which
+    stores bytes with a one-byte type tag); ``close()`` flushes the
+    memtable to disk. An Rdict has no ``len()``: the length is counted by
+    going through its keys, and the reopen workload leaves it out.
+    """
+
+    durability = (
+        "each set is appended to RocksDB's write-ahead log without fsync (WriteOptions "
+        "sync=False, the default), so a process crash loses nothing but a power loss may "
+        "lose the last writes; close() flushes the memtable to a table file and fsyncs it "
+        "(strace)"
+    )
+    note = "reopen times the open and one get only: an Rdict keeps no length"
+
+    def __init__(self):
+        import rocksdict
+
+        self.module = rocksdict
+        self.implementation = "rocksdict %s (Rdict), RocksDB" % package_version("rocksdict")
+
+    def open(self, path, flag):
+        """Open the Rdict at ``path`` with the default options, whatever the flag."""
+        return self.module.Rdict(path)
+
+    def length(self, db):
+        """Return the number of keys, counted by going through them."""
+        return sum(1 for _ in db.keys())
+
+    def lookup(self, db, key):
+        return db.get(key)
+
+    def time_reopen(self, path, keys, values):
+        """Open the Rdict and get one key: it has no length to take."""
+        key = keys[len(keys) // 2]
+        start = perf_counter()
+        db = self.open(path, "r")
+        db[key]
+        return perf_counter() - start, db
+
+
+class Sqlite3Dbm(Contender):
+    """``dbm.sqlite3`` (Python 3.13 and later): the standard library's dbm over SQLite.
+
+    Run by a Python 3.13 of its own (``compare.py`` finds it), since the
+    benchmark's own Python is older. At its defaults: each set and
+    delete is a transaction of its own (the connection is in autocommit
+    mode) in WAL mode.
+    """
+
+    durability = (
+        "each set and delete is its own SQLite transaction in WAL mode at SQLite's default "
+        "synchronous=FULL: every commit fsyncs the write-ahead log"
+    )
+
+    def __init__(self):
+        import dbm.sqlite3
+
+        self.module = dbm.sqlite3
+        self.implementation = "dbm.sqlite3, SQLite %s" % sqlite_version()
+
+
 class InMemoryDict(Contender):
-    """A plain dict: the ceiling that no db keeping its data in a file can beat.
+    """A plain dict: the in-memory reference, since it keeps nothing in a file.
 
     "Opening" a path returns that path's dict (a new one for flag "n");
     closing does nothing.
     """
 
-    durability = "memory only"
-    implementation = "built-in dict"
+    durability = "memory only: nothing survives the process"
+    implementation = "built-in dict, the reference in memory (not a rival)"
 
     def __init__(self):
         self.dicts = {}
@@ -401,6 +518,9 @@ CONTENDERS = {
     "dbm.gnu": lambda args: Gnu(),
     "dbm.dumb": lambda args: Dumb(),
     "lmdb": lambda args: Lmdb(lmdb_map_size(args)),
+    "diskcache": lambda args: DiskcacheIndex(),
+    "rocksdict": lambda args: Rocksdict(),
+    "dbm.sqlite3": lambda args: Sqlite3Dbm(),
     "dict": lambda args: InMemoryDict(),
 }
 
@@ -541,7 +661,7 @@ def run(contender, args):
     random_path = "%s/random" % args.dir
 
     ops = {}
-    notes = []
+    notes = [contender.note] if contender.note else []
     ops["fill_sequential"] = count / contender.time_fill(sequential_path(args), pairs)
     reopen = reopen_in_child(args)
 
@@ -552,7 +672,7 @@ def run(contender, args):
     if isinstance(contender, InMemoryDict):
         seconds = cold_pass()
     else:
-        seconds = median_pass(cold_pass, MIN_READ_SECONDS, max_passes=MAX_READ_PASSES)
+        seconds = median_pass(cold_pass, args.min_read_seconds, max_passes=MAX_READ_PASSES)
     ops["read_cold"] = None if seconds is None else count / seconds
     if seconds is not None and not _pagecache.COLD:
         notes.append("read_cold ran on a warm page cache: this system has no posix_fadvise")
@@ -564,7 +684,9 @@ def run(contender, args):
         ("read_hot", hot_keys),
     ]:
         seconds = median_pass(
-            lambda: contender.time_reads(db, order), MIN_READ_SECONDS, max_passes=MAX_READ_PASSES
+            lambda: contender.time_reads(db, order),
+            args.min_read_seconds,
+            max_passes=MAX_READ_PASSES,
         )
         ops[workload] = count / seconds
     check_contents(contender, db, sample, [], count)
@@ -594,6 +716,7 @@ def run(contender, args):
     if args.value_size >= COPY_RATE_MIN_VALUE:
         rate = copy_rate(args.value_size, count)
     return {
+        "keys": count,
         "ops_per_sec": ops,
         "reopen_seconds": reopen["seconds"],
         "index_bytes_per_key": reopen["bytes_per_key"],
@@ -610,6 +733,12 @@ def main():
     parser.add_argument("--key-size", type=int, required=True)
     parser.add_argument("--dir", required=True, help="an empty directory for the databases")
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument(
+        "--min-read-seconds",
+        type=float,
+        default=MIN_READ_SECONDS,
+        help="time each read workload for at least this long, in passes (%s)" % MIN_READ_SECONDS,
+    )
     parser.add_argument(
         "--reopen",
         action="store_true",

@@ -1,20 +1,21 @@
 """Runs semidbm and its rivals side by side: the classic dbm benchmark and shelves.
 
 Usage (the nox session ``bench`` sets up the environments and runs this
-with the arguments after ``--``; without any, ``--preset a --out-dir
-docs/bench``)::
+with the arguments after ``--``)::
 
-    bash scripts/nox.sh -s bench -- [--preset a|b|c|d|all] [--repeat R]
-        [--quick] [--keys N] [--value-size B] [--key-size K] [--with-dumb]
+    bash scripts/nox.sh -s bench -- [--preset small|a|b|c|d|all] [--repeat R]
+        [--quick] [--keys N] [--value-size B] [--key-size K] [--all-keys]
         [--out-dir DIR]
 
 The presets:
 
-- ``a`` (the default): the classic dbm workloads of the project's
-  benchmarking guide (the shared ``BENCHMARK.md``) on 1,000,000 keys of
-  16 bytes with values of 100 bytes: fills, cold, sequential, random and
-  hot reads, deletes, plus the time to reopen the db and the memory its
-  index keeps;
+- ``small`` (the default, about a minute on two CPUs): the classic dbm
+  workloads of preset a on 100,000 keys, three repetitions, the slow
+  contenders on fewer keys; a first look, not the published figures;
+- ``a``: the classic dbm workloads of the project's benchmarking guide
+  (the shared ``BENCHMARK.md``) on 1,000,000 keys of 16 bytes with
+  values of 100 bytes: fills, cold, sequential, random and hot reads,
+  deletes, plus the time to reopen the db and the memory its index keeps;
 - ``b``: the same workloads on 1,000 keys with values of 100,000 bytes,
   plus how close the reads come to the rate at which this machine copies
   100,000 bytes into a new bytes object (which each of them must do);
@@ -22,11 +23,11 @@ The presets:
   iterated through ``shelve`` (``benchmarks/_shelf_worker.py``);
 - ``d``: a large-object cache: 5,000 values of 1 MB through ``shelve``,
   synced every 250 writes, then read cold and warm;
-- ``all``: the four, one after the other.
+- ``all``: the five, one after the other.
 
-``--keys``, ``--value-size`` and ``--key-size`` change preset a or b;
-``--quick`` shrinks every preset to a few seconds and one repetition (a
-smoke test: its figures mean little).
+``--keys``, ``--value-size`` and ``--key-size`` change the classic
+presets (small, a, b); ``--quick`` shrinks every preset to a few seconds
+and one repetition (a smoke test: its figures mean little).
 
 The contenders:
 
@@ -35,36 +36,53 @@ The contenders:
 - ``semidbm-python``: our package with ``SEMIDBM_PURE_PYTHON=1``;
 - ``semidbm-0.5.1``: the original from PyPI, run by ``.venv-v051/bin/python``
   (or by ``$SEMIDBM_V051_PYTHON`` if set), since it has our import name;
-- ``dbm.gnu`` and ``dbm.dumb`` from the standard library (in presets a
-  and b, dumb only up to 100,000 keys unless ``--with-dumb``: it is slow);
-- ``lmdb`` (presets a and b): LMDB through its native binding (write
-  transactions of ``put``/``delete``, read transactions of ``get``), at
-  its default durability;
+- ``dbm.gnu`` and ``dbm.dumb`` from the standard library;
+- ``lmdb`` (classic presets): LMDB through its native binding (write
+  transactions of ``put``/``delete``, read transactions of ``get``);
+- ``diskcache``: its persistent dict, ``diskcache.Index`` (a
+  ``diskcache.Cache`` at its defaults evicts past 1 GB: a cache, not a
+  store);
+- ``rocksdict``: RocksDB through ``rocksdict.Rdict``;
+- ``dbm.sqlite3``: the standard library's dbm over SQLite, new in
+  Python 3.13, run by the Python that ``$SEMIDBM_SQLITE3_PYTHON`` names
+  (the bench session makes a virtual environment of pyenv's 3.13,
+  ``.venv-sqlite3``); without one, the report says it was not run and why;
 - ``sqlitedict`` (presets c and d): a shelf-like mapping over SQLite;
-- ``dict``: the ceiling, since nothing that keeps its data in a file
-  beats it (a ``shelve.Shelf`` over a dict in preset c; not in d, where
-  it would only measure 5 GB of memory).
+- ``dict``: the reference in memory, not a rival: it keeps nothing in a
+  file (a ``shelve.Shelf`` over a dict in preset c; not in d, where it
+  would only measure 5 GB of memory).
+
+Each is called as its users call it, at its documented defaults,
+durability included; the report's table of contenders says, for each,
+what a crash or a power loss can take. The slow ones run on fewer keys
+in the classic presets (``Preset.key_limits``; ``--all-keys`` lifts the
+limits): their ratios then set semidbm's rate on the whole data set
+against theirs on a smaller one, and their reopen has no ratio.
 
 Each run of a contender is a fresh process (``benchmarks/_worker.py`` for
-presets a and b, ``benchmarks/_shelf_worker.py`` for c and d) that times
-every workload and checks the data it reads back. The contenders take
-turns (A B C, A B C, ...) for ``--repeat`` repetitions, all on the same
-data within a repetition: these machines are shared, and an absolute
-figure can move by 2x from one run to the next, so what counts is the
-median of the per-repetition ratios. The databases go in the system's
-temporary directory (``$TMPDIR`` to choose another; its filesystem is
-named in the report, since fsync costs differ).
+the classic presets, ``benchmarks/_shelf_worker.py`` for c and d) that
+times every workload and checks the data it reads back. The contenders
+take turns (A B C, A B C, ...) for ``--repeat`` repetitions, all on the
+same data within a repetition: these machines are shared, and an
+absolute figure can move by 2x from one run to the next, so what counts
+is the median of the per-repetition ratios. The databases go in the
+system's temporary directory (``$TMPDIR`` to choose another; its
+filesystem is named in the report, since fsync costs differ).
 
-The report of a preset is a Markdown document on stdout: the machine,
-the parameters and this command line (its paths relative to the
-repository's top directory, so that a committed report names no
-directory of the machine that made it), the median operations per
-second, the ratios of ``semidbm`` and ``semidbm-python`` to every other
-contender, the preset's own measurements, and its targets (from the
-issue that set them) with the measured ratio beside each. With
-``--out-dir`` it is also written to ``DIR/preset-X.md``, with one chart
-per workload beside it (``DIR/preset-X-WORKLOAD.png``, drawn by
-``benchmarks/_charts.py``). Progress goes to stderr.
+Output: progress on stderr; on stdout, for each preset, a short aligned
+summary (how many times faster or slower semidbm is than each
+contender, per workload) and the path of the full report. The report of
+a preset, ``preset-X.md``, goes with one chart per workload
+(``preset-X-WORKLOAD.png``, drawn by ``benchmarks/_charts.py``) into a
+new directory ``results/bench/DATE-TIME/`` of the repository (ignored by
+git), or into ``--out-dir DIR`` (``--out-dir docs/bench`` to publish).
+The report gives the machine, the parameters and this command line (its
+paths relative to the repository's top directory, so that a committed
+report names no directory of the machine that made it), the contenders
+and their durability, the median operations per second, the ratios of
+``semidbm`` and ``semidbm-python`` to every other contender, the
+preset's own measurements, and its targets (from the issue that set
+them) with the measured ratio beside each.
 """
 
 import argparse
@@ -78,6 +96,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -85,11 +105,20 @@ REPO = os.path.dirname(HERE)
 #: The contenders the ratio tables compare against all the others.
 BASELINES = ["semidbm", "semidbm-python"]
 
-#: dbm.dumb runs in presets a and b only up to this many keys by default.
-DUMB_KEY_LIMIT = 100_000
+#: The contender the terminal summary and the charts set against the others.
+OURS = "semidbm"
 
-#: Keys in presets a and b under ``--quick``.
-QUICK_KEYS = {"a": 20_000, "b": 100}
+#: Where the reports go unless ``--out-dir`` says otherwise (ignored by git).
+RESULTS = os.path.join(REPO, "results", "bench")
+
+#: The presets that ``--preset all`` runs, in order.
+ALL_PRESETS = ["small", "a", "b", "c", "d"]
+
+#: Under ``--quick``, the classic workers time each read workload for this long.
+QUICK_READ_SECONDS = 0.02
+
+#: The widest line of the terminal summary, in characters.
+SUMMARY_WIDTH = 100
 
 CLASSIC_CONTENDERS = [
     "semidbm",
@@ -98,6 +127,9 @@ CLASSIC_CONTENDERS = [
     "dbm.gnu",
     "dbm.dumb",
     "lmdb",
+    "diskcache",
+    "rocksdict",
+    "dbm.sqlite3",
     "dict",
 ]
 SHELF_CONTENDERS = [
@@ -107,6 +139,9 @@ SHELF_CONTENDERS = [
     "dbm.gnu",
     "dbm.dumb",
     "sqlitedict",
+    "diskcache",
+    "rocksdict",
+    "dbm.sqlite3",
     "dict",
 ]
 
@@ -133,7 +168,12 @@ class Preset:
     ``targets`` lists ``(workload, other contender, factor)``: semidbm's
     median ratio to that contender must be at least ``factor`` (for
     ``reopen``, the contender's time over ours). ``strict`` targets
-    ("ahead of") need more than ``factor``.
+    ("ahead of") need more than ``factor``. A classic preset also has
+    its number of ``keys`` (``quick_keys`` under ``--quick``), its
+    ``value_size``, the ``key_limits`` of its slow contenders (at most
+    that many keys each) and the ``min_read_seconds`` its workers time
+    each read workload for (None: the worker's own default). ``repeat``
+    is its number of repetitions unless ``--repeat`` says otherwise.
     """
 
     def __init__(
@@ -147,6 +187,10 @@ class Preset:
         strict=False,
         keys=None,
         value_size=None,
+        quick_keys=None,
+        key_limits=None,
+        repeat=5,
+        min_read_seconds=None,
     ):
         self.name = name
         self.title = title
@@ -158,6 +202,10 @@ class Preset:
         self.strict = strict
         self.keys = keys
         self.value_size = value_size
+        self.quick_keys = quick_keys
+        self.key_limits = key_limits or {}
+        self.repeat = repeat
+        self.min_read_seconds = min_read_seconds
 
 
 SHELF_SMALL = [
@@ -166,6 +214,20 @@ SHELF_SMALL = [
 SHELF_LARGE = ["write", "read_cold", "read_warm"]
 
 PRESETS = {
+    "small": Preset(
+        "small",
+        "the classic dbm workloads, a first look",
+        "_worker.py",
+        CLASSIC_CONTENDERS,
+        CLASSIC_WORKLOADS,
+        [],
+        keys=100_000,
+        value_size=100,
+        quick_keys=5_000,
+        key_limits={"dbm.dumb": 20_000, "diskcache": 10_000, "dbm.sqlite3": 2_000},
+        repeat=3,
+        min_read_seconds=0.1,
+    ),
     "a": Preset(
         "a",
         "the classic dbm workloads, many small records",
@@ -192,6 +254,8 @@ PRESETS = {
         ],
         keys=1_000_000,
         value_size=100,
+        quick_keys=20_000,
+        key_limits={"dbm.dumb": 100_000, "diskcache": 100_000, "dbm.sqlite3": 20_000},
     ),
     "b": Preset(
         "b",
@@ -208,6 +272,7 @@ PRESETS = {
         + each_read(CLASSIC_WORKLOADS, "lmdb", 1),
         keys=1_000,
         value_size=100_000,
+        quick_keys=100,
     ),
     "c": Preset(
         "c",
@@ -230,12 +295,45 @@ PRESETS = {
 }
 
 
+def contender_keys(preset, settings, name):
+    """The number of keys contender ``name`` runs on: all, or its limit if it is a slow one.
+
+    Under ``--quick`` the limit shrinks as the preset's keys do.
+    """
+    limit = preset.key_limits.get(name)
+    if limit is None or settings.all_keys:
+        return settings.keys
+    if settings.quick:
+        limit = max(1, limit * preset.quick_keys // preset.keys)
+    return min(settings.keys, limit)
+
+
 def interpreter(name):
-    """Return the Python that runs contender ``name``."""
+    """Return ``(python, None)``, the Python that runs contender ``name``, or ``(None, why not)``.
+
+    semidbm 0.5.1 has its own virtual environment; dbm.sqlite3 needs
+    Python 3.13 or later: ``$SEMIDBM_SQLITE3_PYTHON``, else this Python
+    if it is recent enough.
+    """
     if name == "semidbm-0.5.1":
         default = os.path.join(REPO, ".venv-v051", "bin", "python")
-        return os.environ.get("SEMIDBM_V051_PYTHON", default)
-    return sys.executable
+        python = os.environ.get("SEMIDBM_V051_PYTHON", default)
+        variable = "SEMIDBM_V051_PYTHON"
+    elif name == "dbm.sqlite3":
+        python = os.environ.get("SEMIDBM_SQLITE3_PYTHON")
+        variable = "SEMIDBM_SQLITE3_PYTHON"
+        if python is None:
+            if sys.version_info >= (3, 13):
+                return sys.executable, None
+            return None, (
+                "not run: it needs Python 3.13 or later, and SEMIDBM_SQLITE3_PYTHON is not set "
+                "(the bench session sets it when pyenv has a 3.13)"
+            )
+    else:
+        return sys.executable, None
+    if not os.access(python, os.X_OK):
+        return None, "missing: no interpreter at %s (%s)" % (from_top(python), variable)
+    return python, None
 
 
 def worker_environment(name):
@@ -247,32 +345,44 @@ def worker_environment(name):
     return env
 
 
+def worker_command(preset, name, settings, python, directory, seed):
+    """Return the command that runs contender ``name`` of ``preset``, its dbs in ``directory``."""
+    command = [python, preset.worker, name, "--dir", directory, "--seed", str(seed)]
+    if preset.classic:
+        command += [
+            "--keys",
+            str(contender_keys(preset, settings, name)),
+            "--value-size",
+            str(settings.value_size),
+            "--key-size",
+            str(settings.key_size),
+        ]
+        seconds = QUICK_READ_SECONDS if settings.quick else preset.min_read_seconds
+        if seconds is not None:
+            command += ["--min-read-seconds", str(seconds)]
+    else:
+        command += ["--preset", preset.name] + (["--quick"] if settings.quick else [])
+    return command
+
+
 def run_worker(preset, name, settings, seed):
     """Run one contender of ``preset`` in a fresh process; return the worker's JSON result.
 
     A missing interpreter or module gives ``{"missing": reason}``; any
     other failure (a wrong read-back among them) ends this program.
     """
-    python = interpreter(name)
-    if not os.access(python, os.X_OK):
-        return {"contender": name, "missing": "no interpreter at %s" % python}
+    python, reason = interpreter(name)
+    if python is None:
+        return {"contender": name, "missing": reason}
     with tempfile.TemporaryDirectory(prefix="semidbm-bench-") as directory:
-        command = [python, preset.worker, name, "--dir", directory, "--seed", str(seed)]
-        if preset.classic:
-            command += [
-                "--keys",
-                str(settings.keys),
-                "--value-size",
-                str(settings.value_size),
-                "--key-size",
-                str(settings.key_size),
-            ]
-        else:
-            command += ["--preset", preset.name] + (["--quick"] if settings.quick else [])
+        command = worker_command(preset, name, settings, python, directory, seed)
         done = subprocess.run(command, env=worker_environment(name), capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit("%s failed (exit status %d):\n%s" % (name, done.returncode, done.stderr.strip()))
-    return json.loads(done.stdout)
+    result = json.loads(done.stdout)
+    if "missing" in result:
+        result["missing"] = "missing: " + result["missing"]
+    return result
 
 
 def source_version():
@@ -391,13 +501,26 @@ class Results:
         values = [run["reopen_seconds"] for run in self.runs[name]]
         return None if None in values else statistics.median(values)
 
+    def keys(self, name):
+        """The number of keys contender ``name`` ran on (None for the shelf presets)."""
+        return self.runs[name][0].get("keys")
+
+    def fewer_keys(self):
+        """The contenders that ran on fewer keys than the most any ran on, with their keys."""
+        counts = {name: self.keys(name) for name in self.runs}
+        most = max((count for count in counts.values() if count is not None), default=None)
+        return {name: count for name, count in counts.items() if count is not None and count < most}
+
     def ratio(self, mine, theirs, workload):
         """The median per-repetition ratio of ``mine`` to ``theirs``; None if either lacks it.
 
         For ``reopen`` it is their seconds over mine (above 1: mine is
-        faster), as for every other workload.
+        faster), as for every other workload, and None unless both ran
+        on the same number of keys: a reopen's time grows with the db.
         """
         if mine not in self.runs or theirs not in self.runs:
+            return None
+        if workload == "reopen" and self.keys(mine) != self.keys(theirs):
             return None
         ratios = []
         for my_run, their_run in zip(self.runs[mine], self.runs[theirs]):
@@ -443,6 +566,43 @@ def command_line(argv):
     return words
 
 
+def parameters(preset, settings):
+    """Describe the data set of ``preset`` as ``settings`` size it, for the report and summary."""
+    if preset.classic:
+        text = "%s keys of %d bytes, values of %s bytes" % (
+            format_ops(settings.keys),
+            settings.key_size,
+            format_ops(settings.value_size),
+        )
+    elif preset.name == "c":
+        text = "50 and 2,000 items (str keys, dicts of five fields) through shelve"
+    else:
+        text = "5,000 values of 1,000,000 bytes through shelve, sync() every 250 writes"
+    if settings.quick:
+        text += " (shrunk by --quick: a smoke test, not a measurement)"
+    return text
+
+
+def figures(preset):
+    """Say what the figures of ``preset`` are: what a pass times, and what counts."""
+    if preset.classic:
+        return (
+            "Figures are operations per second over a whole pass (higher is better). "
+            "Opening a db is not timed but in read_cold (see below); closing a written "
+            "one (for lmdb: committing the transaction and closing the environment) is."
+        )
+    if preset.name == "c":
+        return (
+            "Figures are items per second over a whole pass that opens the shelf, does its "
+            "work and closes it (higher is better); each pass is repeated for at least "
+            "0.3 s and the median pass counts."
+        )
+    return (
+        "Figures are values per second over a whole pass that opens the shelf, does "
+        "its work and closes it (higher is better)."
+    )
+
+
 def header(preset, settings, source_at_start):
     """The report's title and the bullet list of how it was made."""
     source_at_end = source_version()
@@ -454,32 +614,6 @@ def header(preset, settings, source_at_start):
             "the repetitions may have run different code" % (source_at_start, source_at_end)
         )
     temporary = tempfile.gettempdir()
-    if preset.classic:
-        parameters = "%s keys of %d bytes, values of %s bytes" % (
-            format_ops(settings.keys),
-            settings.key_size,
-            format_ops(settings.value_size),
-        )
-        figures = (
-            "Figures are operations per second over a whole pass (higher is better). "
-            "Opening a db is not timed but in read_cold (see below); closing a written "
-            "one (for lmdb: committing the transaction and closing the environment) is."
-        )
-    elif preset.name == "c":
-        parameters = "50 and 2,000 items (str keys, dicts of five fields) through shelve"
-        figures = (
-            "Figures are items per second over a whole pass that opens the shelf, does its "
-            "work and closes it (higher is better); each pass is repeated for at least "
-            "0.3 s and the median pass counts."
-        )
-    else:
-        parameters = "5,000 values of 1,000,000 bytes through shelve, sync() every 250 writes"
-        figures = (
-            "Figures are values per second over a whole pass that opens the shelf, does "
-            "its work and closes it (higher is better)."
-        )
-    if settings.quick:
-        parameters += " (shrunk by --quick: a smoke test, not a measurement)"
     return [
         "# semidbm benchmark, preset %s: %s" % (preset.name, preset.title),
         "",
@@ -491,27 +625,43 @@ def header(preset, settings, source_at_start):
         "- Databases in: %s (%s)" % (temporary, filesystem_type(temporary)),
         "- Parameters: %s; %d repetitions, contenders interleaved, each run a fresh "
         "process; the data set is the same for every contender in a repetition "
-        "(seed = repetition number)" % (parameters, settings.repeat),
-        "- " + figures + " Every run checked what it read back.",
+        "(seed = repetition number)" % (parameters(preset, settings), settings.repeat),
+        "- " + figures(preset) + " Every run checked what it read back.",
         "",
     ]
 
 
+def keys_cell(results, name):
+    """The contenders table's cell for the number of keys ``name`` ran on (classic presets)."""
+    slow = " (fewer: slow)" if name in results.fewer_keys() else ""
+    return format_ops(results.keys(name)) + slow
+
+
 def contenders_section(results):
-    """The table of contenders: what each one is, or why it did not run."""
+    """The table of contenders: what each one is and how durable, or why it did not run."""
+    classic = results.preset.classic
+    header = ["contender", "implementation", "Python"]
+    header += ["keys"] if classic else []
+    header += ["durability at its defaults"]
     rows = []
     for name in results.preset.contenders:
         if name in results.runs:
             first = results.runs[name][0]
-            rows.append([name, first["implementation"], first["python"], first["durability"]])
+            row = [name, first["implementation"], first["python"]]
+            row += [keys_cell(results, name)] if classic else []
+            rows.append(row + [first["durability"]])
         else:
-            rows.append([name, results.absent[name], "", ""])
-    return [
-        "## Contenders",
-        "",
-        markdown_table(["contender", "implementation", "Python", "durability"], rows, False),
-        "",
-    ]
+            rows.append([name, results.absent[name]] + [""] * (len(header) - 2))
+    lines = ["## Contenders", "", markdown_table(header, rows, False), ""]
+    if results.fewer_keys():
+        lines += [
+            "The slow contenders ran on fewer keys, so that the preset ends in its time "
+            "(`--all-keys` runs them on every key): their ratios set semidbm's rate on the "
+            "whole data set against theirs on a smaller db, which is no slower per "
+            "operation, so they flatter them if anything.",
+            "",
+        ]
+    return lines
 
 
 def speed_sections(results, repeat):
@@ -526,7 +676,14 @@ def speed_sections(results, repeat):
 
     rows = [[w] + [cell(name, w) for name in preset.contenders] for w in preset.workloads]
     lines = [
-        "## Operations per second (median of %d)" % repeat,
+        "## Operations per second",
+        "",
+        "Each cell: the median, over the %d repetitions, of that contender's own "
+        "operations per second (higher is better). Two cells of a row need not divide to "
+        "the ratio the next tables give: those are medians of the per-repetition ratios, "
+        "each taken between runs made one after the other, which cancels the drift of a "
+        "shared machine from one repetition to the next; a ratio of two medians can pair "
+        "figures from different repetitions." % repeat,
         "",
         markdown_table(["workload"] + preset.contenders, rows),
         "",
@@ -546,8 +703,9 @@ def speed_sections(results, repeat):
         lines += [
             "## %s relative to each contender" % baseline,
             "",
-            "Median over the repetitions of (%s ops/s) / (contender ops/s): above 1 means "
-            "%s is faster." % (baseline, baseline),
+            "Each cell: the median over the %d repetitions of (%s's ops/s) / (the "
+            "contender's ops/s) in the same repetition: above 1 means %s is faster."
+            % (repeat, baseline, baseline),
             "",
             markdown_table(["workload"] + ["vs %s" % name for name in others], rows),
             "",
@@ -556,7 +714,7 @@ def speed_sections(results, repeat):
 
 
 def reopen_sections(results, repeat):
-    """Presets a and b: the reopen times and the index memory per key."""
+    """Classic presets: the reopen times and the index memory per key."""
     contenders = results.preset.contenders
 
     def reopen_cell(name):
@@ -587,15 +745,23 @@ def reopen_sections(results, repeat):
         return "{:.1f}".format(statistics.median(values))
 
     return [
-        "## Reopen, seconds (median of %d; lower is better)" % repeat,
+        "## Reopen, seconds (lower is better)",
         "",
         "The time to open the db that fill_sequential wrote, take its length and look up "
         "one key, in a fresh process, with the file still in the page cache: `open()`, "
-        "`len()` (`len(db.keys())` for semidbm 0.5.1, which has no `len()`) and `db[key]`; "
-        'for lmdb, `lmdb.open()`, then one read transaction\'s `stat()["entries"]` and '
-        '`get(key)`. A dict has no file to reopen. A row "ratio to X" gives, for each '
-        "contender, the median over the repetitions of (contender's seconds) / (X's "
-        "seconds): above 1 means X reopens faster.",
+        "`len()` (`len(db.keys())` for semidbm 0.5.1, which has no `len()`; none for "
+        "rocksdict, which keeps no length) and `db[key]`; for lmdb, `lmdb.open()`, then "
+        'one read transaction\'s `stat()["entries"]` and `get(key)`. A dict has no file '
+        "to reopen.",
+        "",
+        "The row \"seconds\" gives the median over the %d repetitions of each "
+        "contender's own time. A row \"ratio to X\" gives, for each contender, the median "
+        "over the repetitions of (contender's seconds) / (X's seconds) in the same "
+        "repetition: above 1 means X reopens faster. These times are milliseconds or "
+        "less, where a moment of the machine's other work weighs heavily, so a ratio of "
+        "the two medians in the first row can be far from the median ratio below it: "
+        "the median ratio pairs runs made one after the other. A contender that ran on "
+        "fewer keys has no ratio (n/a): its db is smaller." % repeat,
         "",
         markdown_table([""] + contenders, rows),
         "",
@@ -686,42 +852,55 @@ def notes_section(results):
     return ["## Notes", ""] + notes + [""] if notes else []
 
 
+def chart_bars(results, workload):
+    """The bars of ``workload``'s chart: ``(label, ratio)`` for each contender with a ratio.
+
+    The ratio is semidbm's to the contender, the median of the
+    per-repetition ratios; a label names the keys of a contender that
+    ran on fewer.
+    """
+    fewer = results.fewer_keys()
+    bars = []
+    for name in results.preset.contenders:
+        value = None if name == OURS else results.ratio(OURS, name, workload)
+        if value is not None:
+            label = name + (" (%s keys)" % format_ops(fewer[name]) if name in fewer else "")
+            bars.append((label, value))
+    return bars
+
+
 def draw_charts(results, out_dir):
-    """Write one PNG per workload (and reopen) to ``out_dir``; return the Markdown showing them."""
+    """Write one ratio chart (PNG) per workload to ``out_dir``; return the Markdown showing them."""
     import _charts
 
     preset = results.preset
-    lines = ["## Charts", ""]
-    charts = [
-        (w, "%s: operations per second (log scale; higher is better)" % w) for w in preset.workloads
+    workloads = preset.workloads + (["reopen"] if preset.classic else [])
+    lines = [
+        "## Charts",
+        "",
+        "One chart per workload: how many times faster (or slower) semidbm is than each "
+        "contender, the median of the per-repetition ratios, on a linear scale.",
+        "",
     ]
-    if preset.classic:
-        charts.append(("reopen", "reopen: seconds (log scale; lower is better)"))
-    for workload, axis_label in charts:
-        bars = []
-        for name in preset.contenders:
-            if name not in results.runs:
-                continue
-            value = results.reopen(name) if workload == "reopen" else results.ops(name, workload)
-            if value is not None:
-                bars.append((name, value))
+    for workload in workloads:
+        bars = chart_bars(results, workload)
         if not bars:
             continue
-        label = format_seconds if workload == "reopen" else format_ops
         filename = "preset-%s-%s.png" % (preset.name, workload)
-        _charts.bar_chart(
+        what = "seconds to reopen" if workload == "reopen" else "operations per second"
+        _charts.ratio_chart(
             os.path.join(out_dir, filename),
-            "Preset %s, %s" % (preset.name, workload),
+            "Preset %s, %s: semidbm against each contender" % (preset.name, workload),
             bars,
-            axis_label,
-            lambda value: label(value) + (" s" if workload == "reopen" else ""),
+            "semidbm's speed / the contender's (x, from %s; linear)" % what,
+            times,
         )
         lines += ["![%s](%s)" % (workload, filename), ""]
     return lines
 
 
 def report(results, settings, source_at_start, out_dir):
-    """Return the Markdown report of one preset; with ``out_dir``, draw its charts there."""
+    """Return the Markdown report of one preset, drawing its charts in ``out_dir``."""
     lines = header(results.preset, settings, source_at_start)
     lines += contenders_section(results)
     lines += speed_sections(results, settings.repeat)
@@ -730,95 +909,252 @@ def report(results, settings, source_at_start, out_dir):
         lines += copy_rate_section(results, settings, settings.repeat)
     lines += targets_section(results)
     lines += notes_section(results)
-    if out_dir:
-        lines += draw_charts(results, out_dir)
+    lines += draw_charts(results, out_dir)
     return "\n".join(lines)
+
+
+def times(ratio):
+    """Say how many times faster or slower mine / theirs is: ``2.50x faster``."""
+    if ratio >= 1:
+        return "%sx faster" % significant(ratio)
+    return "%sx slower" % significant(1 / ratio)
+
+
+def aligned_blocks(header, rows, width):
+    """Return text lines of a table aligned in columns, split into blocks of at most ``width``.
+
+    The first column (the row names) starts every block; the other
+    columns are right-aligned and go into as many blocks as the width
+    needs, one blank line between blocks.
+    """
+    table = [header] + rows
+    widths = [max(len(row[column]) for row in table) for column in range(len(header))]
+    blocks, block = [], []
+    used = widths[0]
+    for column in range(1, len(header)):
+        if block and used + 2 + widths[column] > width:
+            blocks.append(block)
+            block, used = [], widths[0]
+        block.append(column)
+        used += 2 + widths[column]
+    blocks.append(block)
+    lines = []
+    for block in blocks:
+        if lines:
+            lines.append("")
+        for row in table:
+            cells = [row[0].ljust(widths[0])] + [row[c].rjust(widths[c]) for c in block]
+            lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def summary(results, settings, report_path):
+    """The terminal's summary of a preset: semidbm against each contender, and the report's path.
+
+    Prose is wrapped and the table split into blocks to fit SUMMARY_WIDTH
+    columns; only the report's path may run longer.
+    """
+    preset = results.preset
+    others = [name for name in preset.contenders if name != OURS and name in results.runs]
+    workloads = preset.workloads + (["reopen"] if preset.classic else [])
+    prose = ["Preset %s (%s): %s." % (preset.name, preset.title, parameters(preset, settings))]
+    table = []
+    if OURS not in results.runs:
+        prose.append("semidbm did not run: %s." % results.absent[OURS])
+    elif others:
+        ratios = (
+            "the ratio of one repetition"
+            if settings.repeat == 1
+            else "the median of %d per-repetition ratios" % settings.repeat
+        )
+        if preset.classic:
+            ratios += (
+                " of operations per second (for reopen, of seconds). n/a: the workload does "
+                "not apply, or the contender's db was smaller"
+            )
+        else:
+            ratios += " of items per second. n/a: the workload does not apply"
+        prose.append(
+            "How many times faster or slower semidbm is than each contender: %s." % ratios
+        )
+        rows = []
+        for workload in workloads:
+            cells = [results.ratio(OURS, name, workload) for name in others]
+            rows.append([workload] + ["n/a" if c is None else times(c) for c in cells])
+        table = aligned_blocks(["workload"] + others, rows, SUMMARY_WIDTH)
+    notes = []
+    if "dict" in others:
+        notes.append("dict: the reference in memory, not a rival; it keeps nothing in a file.")
+    fewer = results.fewer_keys()
+    if fewer:
+        notes.append(
+            "Slow contenders ran on fewer keys: %s."
+            % ", ".join("%s %s" % (name, format_ops(count)) for name, count in fewer.items())
+        )
+    notes += ["%s %s." % (name, results.absent[name]) for name in results.absent if name != OURS]
+    lines = [""]
+    for paragraph in prose:
+        lines += textwrap.wrap(paragraph, SUMMARY_WIDTH)
+    lines += [""] + table + ([""] if table else [])
+    for note in notes:
+        lines += textwrap.wrap(note, SUMMARY_WIDTH, subsequent_indent="  ")
+    lines += ["", "Full report: %s" % from_top(report_path)]
+    return lines
 
 
 def run_preset(preset, settings):
     """Run every contender of ``preset``, interleaved, ``settings.repeat`` times; return Results."""
     absent = {}
-    if preset.classic and settings.keys > DUMB_KEY_LIMIT and not settings.with_dumb:
-        absent["dbm.dumb"] = "not run: slow above %s keys (--with-dumb runs it)" % format_ops(
-            DUMB_KEY_LIMIT
-        )
     runs = {}
     for repetition in range(settings.repeat):
         for name in preset.contenders:
             if name in absent:
                 continue
+            started = time.monotonic()
             result = run_worker(preset, name, settings, seed=repetition)
             if "missing" in result:
-                absent[name] = "missing: " + result["missing"]
+                absent[name] = result["missing"]
                 print("preset %s, %s: %s" % (preset.name, name, absent[name]), file=sys.stderr)
                 continue
             runs.setdefault(name, []).append(result)
-            summary = ", ".join(
-                "%s %s" % (w, "n/a" if v is None else format_ops(v))
-                for w, v in result["ops_per_sec"].items()
-            )
-            if result.get("reopen_seconds") is not None:
-                summary += ", reopen %s s" % format_seconds(result["reopen_seconds"])
             print(
-                "preset %s, repetition %d/%d, %s: %s"
-                % (preset.name, repetition + 1, settings.repeat, name, summary),
+                "preset %s, repetition %d/%d: %s done in %.1f s"
+                % (preset.name, repetition + 1, settings.repeat, name, time.monotonic() - started),
                 file=sys.stderr,
             )
     return Results(preset, runs, absent)
 
 
-def main():
+def new_directory(parent, name):
+    """Make and return a new directory ``parent/name``, or ``name-2``, ``name-3``... if taken."""
+    os.makedirs(parent, exist_ok=True)
+    for attempt in range(1, 1000):
+        path = os.path.join(parent, name if attempt == 1 else "%s-%d" % (name, attempt))
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError("no free name like %s in %s" % (name, parent))
+
+
+def results_directory(out_dir):
+    """Return the directory the reports go to, made if need be; exit if it cannot be made.
+
+    ``out_dir`` if given; else a new directory under RESULTS named for
+    the date and time, so that no run writes over another's, nor over a
+    committed file. Made before the run, so that a place where nothing
+    can be written fails at once, not after the benchmark.
+    """
+    try:
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+            return out_dir
+        return new_directory(RESULTS, datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
+    except OSError as error:
+        sys.exit("cannot make the directory for the reports: %s (--out-dir chooses one)" % error)
+
+
+def remove_if_empty(directory):
+    """Remove ``directory`` if nothing was written in it (a run that stopped early)."""
+    try:
+        os.rmdir(directory)
+    except OSError:  # not empty, or gone
+        pass
+
+
+def preset_settings(preset, settings):
+    """Return ``settings`` completed for ``preset``: its keys, value size and repetitions."""
+    chosen = argparse.Namespace(**vars(settings))
+    if chosen.repeat is None:
+        chosen.repeat = 1 if settings.quick else preset.repeat
+    if preset.classic:
+        default = preset.quick_keys if settings.quick else preset.keys
+        chosen.keys = settings.keys or default
+        if settings.value_size is None:
+            chosen.value_size = preset.value_size
+    return chosen
+
+
+def parse_arguments(argv=None):
+    """Parse and check the command line (``argv``, or the program's own)."""
     parser = argparse.ArgumentParser(
         description="Run semidbm and its rivals side by side (see the module's docstring)."
     )
     parser.add_argument(
         "--preset",
-        choices=sorted(PRESETS) + ["all"],
-        default="a",
-        help="which benchmark (a: 1,000,000 small records; default)",
+        choices=ALL_PRESETS + ["all"],
+        default="small",
+        help="which benchmark (small: about a minute, the default; a, b, c, d: the full "
+        "ones; all: the five)",
     )
-    parser.add_argument("--repeat", type=int, help="repetitions (5; 1 with --quick)")
+    parser.add_argument(
+        "--repeat", type=int, help="repetitions (small: 3, the others: 5; 1 with --quick)"
+    )
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and one repetition: a smoke test"
     )
-    parser.add_argument("--keys", type=int, help="presets a and b: number of keys")
-    parser.add_argument("--value-size", type=int, help="presets a and b: bytes per value")
+    parser.add_argument("--keys", type=int, help="classic presets (small, a, b): number of keys")
+    parser.add_argument("--value-size", type=int, help="classic presets: bytes per value")
     parser.add_argument(
-        "--key-size", type=int, default=16, help="presets a and b: bytes per key (16)"
+        "--key-size", type=int, default=16, help="classic presets: bytes per key (16)"
     )
     parser.add_argument(
-        "--with-dumb",
+        "--all-keys",
         action="store_true",
-        help="run dbm.dumb even above %s keys" % format_ops(DUMB_KEY_LIMIT),
+        help="run the slow contenders (dbm.dumb, diskcache, dbm.sqlite3) on every key too",
     )
-    parser.add_argument("--out-dir", help="write preset-X.md and its charts (PNG) here")
-    settings = parser.parse_args()
-    names = sorted(PRESETS) if settings.preset == "all" else [settings.preset]
+    parser.add_argument(
+        "--out-dir",
+        help="write preset-X.md and its charts here (default: a new directory under "
+        "results/bench/)",
+    )
+    settings = parser.parse_args(argv)
+    settings.presets = ALL_PRESETS if settings.preset == "all" else [settings.preset]
     sized = settings.keys is not None or settings.value_size is not None
-    if sized and any(not PRESETS[name].classic for name in names):
-        parser.error("--keys and --value-size apply to presets a and b only")
-    if settings.repeat is None:
-        settings.repeat = 1 if settings.quick else 5
-    if settings.repeat < 1:
+    if sized and any(not PRESETS[name].classic for name in settings.presets):
+        parser.error("--keys and --value-size apply to the classic presets (small, a, b) only")
+    if settings.repeat is not None and settings.repeat < 1:
         parser.error("--repeat must be at least 1")
-    if settings.out_dir:
-        os.makedirs(settings.out_dir, exist_ok=True)
+    if settings.keys is not None and settings.keys < 1:
+        parser.error("--keys must be at least 1")
+    if settings.value_size is not None and settings.value_size < 0:
+        parser.error("--value-size must be at least 0")
+    return settings
 
+
+def write_report(results, settings, source_at_start, out_dir):
+    """Write the report of ``results`` and its charts to ``out_dir``; return the report's path."""
+    path = os.path.join(out_dir, "preset-%s.md" % results.preset.name)
+    text = report(results, settings, source_at_start, out_dir)
+    with open(path, "w") as out:
+        out.write(text + "\n")
+    return path
+
+
+def main():
+    settings = parse_arguments()
+    out_dir = results_directory(settings.out_dir)
     source_at_start = source_version()
-    for name in names:
-        preset = PRESETS[name]
-        chosen = argparse.Namespace(**vars(settings))
-        if preset.classic:
-            chosen.keys = settings.keys or (QUICK_KEYS[name] if settings.quick else preset.keys)
-            if settings.value_size is None:
-                chosen.value_size = preset.value_size
-            if chosen.keys < 1 or chosen.value_size < 0:
-                parser.error("--keys must be at least 1, --value-size at least 0")
-        text = report(run_preset(preset, chosen), chosen, source_at_start, settings.out_dir)
-        print(text)
-        if settings.out_dir:
-            with open(os.path.join(settings.out_dir, "preset-%s.md" % name), "w") as out:
-                out.write(text + "\n")
+    written = []
+    try:
+        for name in settings.presets:
+            preset = PRESETS[name]
+            chosen = preset_settings(preset, settings)
+            results = run_preset(preset, chosen)
+            try:
+                written.append(write_report(results, chosen, source_at_start, out_dir))
+            except OSError as error:
+                # The summary still shows what the run found.
+                print("\n".join(summary(results, chosen, out_dir)[:-1]), flush=True)
+                sys.exit("the report could not be written: %s" % error)
+            print("\n".join(summary(results, chosen, written[-1])), flush=True)
+    except KeyboardInterrupt:
+        done = ", ".join(from_top(path) for path in written) or "none"
+        sys.exit("interrupted; the reports of the presets that finished: %s" % done)
+    finally:
+        if not settings.out_dir:
+            remove_if_empty(out_dir)
 
 
 if __name__ == "__main__":

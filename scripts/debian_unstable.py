@@ -47,6 +47,13 @@ PACKAGES = [
     for suffix in ("", "-dev", "-venv", "-gdbm")
 ] + ["gcc", "libc6-dev", "git"]
 
+#: Seconds apt-get waits for a lock that another apt-get or dpkg holds, before it fails.
+APT_LOCK_TIMEOUT = 600
+
+#: Given to every apt-get call, here and in noxfile.py: wait for dpkg's lock, rather
+#: than fail at once, while another apt-get runs (unattended upgrades, say).
+APT_WAIT = ["-o", "DPkg::Lock::Timeout=%d" % APT_LOCK_TIMEOUT]
+
 #: Used when this machine's apt names no Debian mirror.
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -255,10 +262,10 @@ def make_folder(session, debian_packages):
     copy_pip_settings()
     missing = missing_packages(session)
     if missing:
-        run_inside(session, "apt-get", "update", "-q")
+        run_inside(session, "apt-get", *APT_WAIT, "update", "-q")
         run_inside(
-            session, "apt-get", "install", "-y", "-q", "--no-install-recommends", *missing,
-            env={"DEBIAN_FRONTEND": "noninteractive"},
+            session, "apt-get", *APT_WAIT, "install", "-y", "-q", "--no-install-recommends",
+            *missing, env={"DEBIAN_FRONTEND": "noninteractive"},
         )
 
 

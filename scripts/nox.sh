@@ -2,7 +2,7 @@
 # Run nox, the project's task runner (sessions in noxfile.py), at the version
 # pinned here, passing the arguments through:
 #   bash scripts/nox.sh -s tests                  # the whole test suite
-#   bash scripts/nox.sh -s bench                  # the main job, the benchmark
+#   bash scripts/nox.sh -s bench                  # the main job, the benchmark (about a minute)
 #   bash scripts/nox.sh -s bench -- --quick       # arguments after -- go to the session
 #   bash scripts/nox.sh -l                        # every session
 # nox comes from PyPI into its own virtual environment, .venv-nox, made on
@@ -21,12 +21,34 @@ installed() {
         2> /dev/null || true
 }
 
+# Every apt-get waits up to this many seconds for a lock another apt holds
+# (as noxfile.py's do), rather than fail at once.
+lock_timeout=600
+
+# apt-get update, retried every 5 s while another apt holds a lock: its update
+# (apt 2.6) fails at once on the package lists' lock despite DPkg::Lock::Timeout.
+apt_get_update() {
+    local output waited=0
+    until output=$($sudo env LC_ALL=C apt-get -o "DPkg::Lock::Timeout=$lock_timeout" \
+        update -q 2>&1); do
+        if [[ $output != *"Could not get lock"* ]] || ((waited >= lock_timeout)); then
+            printf '%s\n' "$output" >&2
+            return 1
+        fi
+        echo "another apt holds a lock: trying apt-get update again in 5 s" >&2
+        sleep 5
+        waited=$((waited + 5))
+    done
+    printf '%s\n' "$output"
+}
+
 if [ ! -x "$venv/bin/nox" ] || [ "$(installed)" != "$version" ]; then
     if ! "$python" -c 'import ensurepip' 2> /dev/null && command -v apt-get > /dev/null; then
         sudo=""
         [ "$(id -u)" = 0 ] || sudo="sudo"
-        $sudo apt-get update -q
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv
+        apt_get_update
+        $sudo env DEBIAN_FRONTEND=noninteractive \
+            apt-get -o "DPkg::Lock::Timeout=$lock_timeout" install -y -q python3-venv
     fi
     rm -rf "$venv"
     "$python" -m venv "$venv"

@@ -1,12 +1,22 @@
 """The comparison benchmark's arithmetic and file handling (benchmarks/compare.py, _pagecache.py).
 
-The benchmark itself runs in CI as ``scripts/nox.sh -s bench -- --quick``; these
-tests pin what its report claims: which ratios it quotes and whether a
-target counts as met.
+The benchmark itself runs in CI as ``scripts/nox.sh -s bench -- --preset all
+--quick``; these tests pin what its report and its terminal summary claim
+(which ratios they quote, whether a target counts as met, which contender
+ran on fewer keys or not at all), where its results go (a new directory
+that git ignores, never a committed file), and that every apt-get of the
+session's setup waits for another apt's lock rather than fail.
 """
 
+import argparse
+import ast
 import importlib.util
+import os
 import pathlib
+import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -100,3 +110,300 @@ def test_dropping_the_cache_keeps_the_contents(tmp_path):
     data.write_bytes(b"cached" * 1000)
     pagecache.drop(str(data))
     assert data.read_bytes() == b"cached" * 1000
+
+
+# --- the terminal summary --------------------------------------------------------
+
+
+def test_times_says_how_many_times_faster_or_slower():
+    assert compare.times(2.5) == "2.50x faster"
+    assert compare.times(0.25) == "4.00x slower"
+    assert compare.times(1) == "1.00x faster"
+    assert compare.times(382.4) == "382x faster"
+
+
+def test_aligned_blocks_fit_the_width_and_repeat_the_row_names():
+    header = ["workload", "first-contender", "second-contender", "third-contender"]
+    rows = [["fill", "2.00x faster", "31572x faster", "n/a"], ["read_random", "1", "22", "333"]]
+    lines = compare.aligned_blocks(header, rows, 50)
+    assert all(len(line) <= 50 for line in lines)
+    blocks = "\n".join(lines).split("\n\n")
+    assert len(blocks) == 2
+    for block in blocks:
+        names = [line.split()[0] for line in block.splitlines()]
+        assert names == ["workload", "fill", "read_random"]
+        # Right-aligned: every line of a block ends in the same column.
+        assert len({len(line) for line in block.splitlines()}) == 1
+    assert "31572x faster" in blocks[0] and "third-contender" in blocks[1]
+
+
+def classic_run(ops, reopen, keys):
+    """A classic worker's result: ``ops`` per second on "w", reopen seconds, number of keys."""
+    return {"ops_per_sec": {"w": ops}, "reopen_seconds": reopen, "notes": [], "keys": keys}
+
+
+def classic_results(runs, absent=None):
+    preset = compare.Preset("t", "test", "_worker.py", list(runs) + list(absent or {}), ["w"], [])
+    return compare.Results(preset, runs, absent or {})
+
+
+def summary_settings(repeat=3):
+    return argparse.Namespace(keys=100, key_size=16, value_size=10, quick=False, repeat=repeat)
+
+
+def test_the_summary_sets_semidbm_against_each_contender_and_names_the_report():
+    got = classic_results(
+        {
+            "semidbm": [classic_run(40, 0.01, 100)],
+            "dbm.gnu": [classic_run(10, 0.02, 100)],
+            "dict": [classic_run(80, None, 100)],
+        },
+        absent={"dbm.sqlite3": "not run: it needs Python 3.13"},
+    )
+    path = os.path.join(compare.RESULTS, "2026-01-01-000000", "preset-t.md")
+    lines = compare.summary(got, summary_settings(), path)
+    rows = {
+        line.split()[0]: line.split()[1:] for line in lines if line.startswith(("w ", "reopen"))
+    }
+    assert rows["w"] == ["4.00x", "faster", "2.00x", "slower"]
+    assert rows["reopen"] == ["2.00x", "faster", "n/a"]
+    assert "dbm.sqlite3 not run: it needs Python 3.13." in lines
+    assert any(line.startswith("dict: the reference in memory") for line in lines)
+    assert lines[-1] == "Full report: " + os.path.join(
+        "results", "bench", "2026-01-01-000000", "preset-t.md"
+    )
+    assert all(len(line) <= compare.SUMMARY_WIDTH for line in lines[:-1])
+
+
+def test_the_summary_of_every_classic_contender_fits_the_width():
+    # Ratios up to about 10**9, the widest cells the table could get.
+    preset = compare.PRESETS["small"]
+    runs = {}
+    for number, name in enumerate(compare.CLASSIC_CONTENDERS):
+        run = classic_run(None, 0.001, 100)
+        run["ops_per_sec"] = dict.fromkeys(preset.workloads, 31572.0 ** (number % 3))
+        runs[name] = [run]
+    got = compare.Results(preset, runs, {})
+    lines = compare.summary(got, summary_settings(), os.path.join(compare.RESULTS, "x.md"))
+    assert all(len(line) <= compare.SUMMARY_WIDTH for line in lines[:-1])
+    # Every other contender has a column, in some block.
+    headers = [line.split() for line in lines if line.startswith("workload")]
+    assert len(headers) > 1
+    assert [name for header in headers for name in header[1:]] == compare.CLASSIC_CONTENDERS[1:]
+
+
+def test_a_contender_on_fewer_keys_is_named_and_its_reopen_has_no_ratio():
+    got = classic_results(
+        {"semidbm": [classic_run(40, 0.01, 1000)], "diskcache": [classic_run(4, 0.001, 100)]}
+    )
+    assert got.fewer_keys() == {"diskcache": 100}
+    assert got.ratio("semidbm", "diskcache", "w") == 10
+    assert got.ratio("semidbm", "diskcache", "reopen") is None
+    lines = compare.summary(got, summary_settings(repeat=1), "x.md")
+    assert "Slow contenders ran on fewer keys: diskcache 100." in lines
+    assert any("the ratio of one repetition" in line for line in lines)
+    assert compare.chart_bars(got, "w") == [("diskcache (100 keys)", 10)]
+    assert compare.chart_bars(got, "reopen") == []
+
+
+def test_slow_contenders_run_on_their_key_limit_unless_all_keys():
+    preset = compare.PRESETS["small"]
+    settings = argparse.Namespace(keys=100_000, all_keys=False, quick=False)
+    assert compare.contender_keys(preset, settings, "semidbm") == 100_000
+    assert compare.contender_keys(preset, settings, "dbm.sqlite3") == 2_000
+    settings.keys = 500
+    assert compare.contender_keys(preset, settings, "dbm.sqlite3") == 500
+    settings.keys, settings.all_keys = 100_000, True
+    assert compare.contender_keys(preset, settings, "dbm.sqlite3") == 100_000
+    # --quick shrinks the limits as it shrinks the preset (5,000 keys of 100,000).
+    quick = argparse.Namespace(keys=5_000, all_keys=False, quick=True)
+    assert compare.contender_keys(preset, quick, "semidbm") == 5_000
+    assert compare.contender_keys(preset, quick, "dbm.sqlite3") == 100
+
+
+# --- the command line and where results go -----------------------------------
+
+
+def test_the_default_is_the_small_preset_in_a_new_results_directory():
+    settings = compare.parse_arguments([])
+    assert settings.presets == ["small"] and settings.out_dir is None
+    chosen = compare.preset_settings(compare.PRESETS["small"], settings)
+    assert (chosen.keys, chosen.value_size, chosen.repeat) == (100_000, 100, 3)
+    quick = compare.preset_settings(compare.PRESETS["small"], compare.parse_arguments(["--quick"]))
+    assert (quick.keys, quick.repeat) == (5_000, 1)
+    assert compare.parse_arguments(["--preset", "all"]).presets == compare.ALL_PRESETS
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--preset", "c", "--keys", "10"], ["--repeat", "0"], ["--keys", "0"], ["--value-size", "-1"]],
+)
+def test_bad_arguments_are_refused(arguments, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        compare.parse_arguments(arguments)
+    assert stopped.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_each_run_gets_a_directory_of_its_own(monkeypatch, tmp_path):
+    monkeypatch.setattr(compare, "RESULTS", str(tmp_path / "results"))
+    first = compare.results_directory(None)
+    second = compare.results_directory(None)
+    assert first != second
+    for made in (first, second):
+        assert os.path.isdir(made) and os.path.dirname(made) == str(tmp_path / "results")
+        assert os.listdir(made) == []
+    chosen = str(tmp_path / "chosen" / "deeper")
+    assert compare.results_directory(chosen) == chosen and os.path.isdir(chosen)
+
+
+def test_a_taken_name_gets_a_number(tmp_path):
+    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run")
+    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run-2")
+    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run-3")
+
+
+def test_an_out_dir_that_cannot_be_made_stops_before_the_run(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as stopped:
+        compare.results_directory(str(tmp_path / "a-file"))
+    assert "cannot make the directory for the reports" in str(stopped.value.code)
+
+
+def run_main(monkeypatch, tmp_path, run_preset, write_report=None, arguments=()):
+    """Run compare.main() with results under ``tmp_path`` and the given stand-ins."""
+    monkeypatch.setattr(compare, "RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(compare, "run_preset", run_preset)
+    if write_report:
+        monkeypatch.setattr(compare, "write_report", write_report)
+    monkeypatch.setattr(sys, "argv", ["compare.py", *arguments])
+    with pytest.raises(SystemExit) as stopped:
+        compare.main()
+    return str(stopped.value.code)
+
+
+def test_an_interrupted_run_leaves_no_empty_results_directory(monkeypatch, tmp_path):
+    def interrupted(preset, settings):
+        raise KeyboardInterrupt
+
+    message = run_main(monkeypatch, tmp_path, interrupted)
+    assert message.startswith("interrupted") and message.endswith(": none")
+    assert os.listdir(tmp_path / "results") == []
+
+
+def test_a_report_that_cannot_be_written_still_shows_the_summary(monkeypatch, tmp_path, capsys):
+    def finished(preset, settings):
+        runs = {}
+        for name, ops in (("semidbm", 4), ("lmdb", 2)):
+            run = classic_run(None, 0.1, 9)
+            run["ops_per_sec"] = dict.fromkeys(preset.workloads, ops)
+            runs[name] = [run]
+        return compare.Results(preset, runs, {})
+
+    def disk_full(*arguments):
+        raise OSError(28, "No space left on device")
+
+    message = run_main(monkeypatch, tmp_path, finished, disk_full, ["--quick"])
+    assert message == "the report could not be written: [Errno 28] No space left on device"
+    out = capsys.readouterr().out
+    assert "Preset small" in out and "Full report" not in out
+
+
+_ROOT = _BENCHMARKS.parent
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (_ROOT / ".git").exists(),
+    reason="not a git checkout (e.g. the suite runs from an installed wheel)",
+)
+def test_the_results_directory_is_ignored_by_git_and_holds_no_tracked_file():
+    inside = os.path.join(compare.RESULTS, "2026-01-01-000000", "preset-small.md")
+    ignored = subprocess.run(["git", "-C", str(_ROOT), "check-ignore", "-q", inside])
+    assert ignored.returncode == 0
+    tracked = subprocess.run(
+        ["git", "-C", str(_ROOT), "ls-files", compare.RESULTS], capture_output=True, text=True
+    )
+    assert tracked.stdout == ""
+
+
+# --- contenders that cannot run --------------------------------------------------
+
+
+def test_dbm_sqlite3_without_a_python_3_13_is_reported_not_dropped(monkeypatch):
+    monkeypatch.delenv("SEMIDBM_SQLITE3_PYTHON", raising=False)
+    python, reason = compare.interpreter("dbm.sqlite3")
+    if sys.version_info >= (3, 13):
+        assert (python, reason) == (sys.executable, None)
+    else:
+        assert python is None and reason.startswith("not run:") and "3.13" in reason
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 13) or not (_BENCHMARKS / "_worker.py").exists(),
+    reason="needs a Python without dbm.sqlite3 (before 3.13) and the benchmark's worker",
+)
+def test_a_python_without_dbm_sqlite3_is_reported_missing(monkeypatch):
+    monkeypatch.setenv("SEMIDBM_SQLITE3_PYTHON", sys.executable)
+    preset = compare.PRESETS["small"]
+    settings = argparse.Namespace(
+        keys=10, key_size=16, value_size=10, all_keys=False, quick=True, repeat=1
+    )
+    result = compare.run_worker(preset, "dbm.sqlite3", settings, seed=0)
+    assert result["missing"].startswith("missing: No module named ")
+
+
+def test_a_contender_whose_python_is_missing_is_reported_in_every_table(monkeypatch, tmp_path):
+    monkeypatch.setenv("SEMIDBM_SQLITE3_PYTHON", str(tmp_path / "no-python"))
+    preset = compare.Preset("t", "test", "_worker.py", ["dbm.sqlite3"], ["w"], [])
+    settings = argparse.Namespace(
+        keys=10, key_size=16, value_size=10, all_keys=False, quick=False, repeat=2
+    )
+    got = compare.run_preset(preset, settings)
+    assert got.runs == {}
+    assert got.absent["dbm.sqlite3"].startswith("missing: no interpreter at ")
+    assert "SEMIDBM_SQLITE3_PYTHON" in got.absent["dbm.sqlite3"]
+    assert got.missing_cell("dbm.sqlite3") == "missing"
+    section = "\n".join(compare.contenders_section(got))
+    assert "| dbm.sqlite3 | missing: no interpreter at " in section
+
+
+# --- apt-get waits for another apt's lock ------------------------------------------
+
+
+_APT_FILES = [_ROOT / "noxfile.py", _ROOT / "scripts" / "debian_unstable.py"]
+
+
+@pytest.mark.skipif(
+    not all(path.exists() for path in _APT_FILES + [_ROOT / "scripts" / "nox.sh"]),
+    reason="not a source checkout (e.g. the suite runs from an installed wheel)",
+)
+def test_every_apt_get_call_waits_for_the_lock():
+    calls = 0
+    for path in _APT_FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            words = node.args if isinstance(node, ast.Call) else getattr(node, "elts", None)
+            if not isinstance(node, (ast.Call, ast.List)):
+                continue
+            for place, word in enumerate(words):
+                if isinstance(word, ast.Constant) and word.value == "apt-get":
+                    calls += 1
+                    after = words[place + 1]
+                    assert isinstance(after, ast.Starred), (path, node.lineno)
+                    assert ast.unparse(after.value).endswith("APT_WAIT"), (path, node.lineno)
+    assert calls == 4
+    spec = importlib.util.spec_from_file_location("debian_unstable", _APT_FILES[1])
+    debian_unstable = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(debian_unstable)
+    assert debian_unstable.APT_WAIT == ["-o", "DPkg::Lock::Timeout=600"]
+
+    shell = (_ROOT / "scripts" / "nox.sh").read_text().splitlines()
+    commands = [
+        line.split("#")[0]
+        for line in shell
+        if "apt-get" in line.split("#")[0] and not line.lstrip().startswith(("echo", "#"))
+    ]
+    runs = [line for line in commands if "command -v apt-get" not in line]
+    assert len(runs) == 2
+    for line in runs:
+        assert re.search(r'apt-get -o "DPkg::Lock::Timeout=\$lock_timeout"', line), line
+    assert "lock_timeout=600" in shell
