@@ -197,6 +197,12 @@ def test_an_exception_from_progress_ends_the_walk(kernel, dbpath):
         summarize(kernel, dbpath, progress=stop)
 
 
+@pytest.mark.parametrize("data", [b"", b"SEMI", HEADER[:-1]])
+def test_the_walk_of_less_than_a_header_is_value_error(kernel, data):
+    with pytest.raises(ValueError, match="at least its 8-byte header"):
+        kernel.summarize_log(data, True, None, "p")
+
+
 @compiled_only
 @settings(max_examples=150, deadline=None)
 @given(

@@ -74,3 +74,5 @@ SHRANK = (
 )
 #: ``Store._sorted_lines`` asked for a form it does not make (the form, the forms).
 NO_LINE_FORM = "no form of lines %r (choose from %s)"
+#: ``summarize_log`` given fewer bytes than a data file's header (its size).
+SHORTER_THAN_HEADER = "a data file holds at least its %d-byte header"

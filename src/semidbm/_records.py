@@ -205,6 +205,8 @@ def summarize_log(data, check_checksums, progress, path):
 
     Checksums are read through a view, so that a large value is not copied.
     """
+    if len(data) < HEADER_SIZE:
+        raise ValueError(_messages.SHORTER_THAN_HEADER % HEADER_SIZE)
     live = {}
     records = 0
     end = HEADER_SIZE

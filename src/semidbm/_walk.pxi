@@ -7,20 +7,17 @@
 
 def summarize_log(data, bint check_checksums, progress, path):
     """``_interface.summarize_log``: one walk in C over the data file in ``data``."""
-    cdef Py_buffer view
-    if not PyObject_CheckBuffer(data):
-        raise TypeError("summarize_log needs a buffer, not %s" % type(data).__name__)
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return summarize_mapped(<const char*>view.buf, <uint64_t>view.len, check_checksums,
-                                progress, path)
-    finally:
-        PyBuffer_Release(&view)
+    cdef const unsigned char[::1] mapped = data  # held until the walk is over
+    if mapped.shape[0] < HEADER_SIZE:
+        raise ValueError(_messages.SHORTER_THAN_HEADER % HEADER_SIZE)
+    return summarize_mapped(<const char*>&mapped[0], <uint64_t>mapped.shape[0], check_checksums,
+                            progress, path)
 
 
 cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksums,
                              object progress, object path):
-    """``summarize_log`` over the ``size`` bytes at ``data``, a whole data file."""
+    """``summarize_log`` over the ``size`` bytes at ``data``, a whole data file (its header
+    at least)."""
     cdef Log log
     cdef Index index
     cdef LogParser parser
@@ -31,8 +28,6 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
     cdef uint64_t next_report = PROGRESS_STEP
     cdef list bad = []
     cdef object corrupt_at = None
-    if size < HEADER_SIZE:
-        raise ValueError("a data file holds at least its %d-byte header" % HEADER_SIZE)
     log.map = data
     log.disk_end = size
     log.buffer = NULL
