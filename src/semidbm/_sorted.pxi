@@ -28,7 +28,6 @@ cdef enum:
     DUMP_LINES = 2
 
 
-# The code of each of ``_fields.LINE_FORMS``.
 # Marks the prefix of an entry that holds, during ``gather_keys``, the mapped slot its
 # record has yet to be checked against.
 cdef uint64_t MAPPED_SLOT = <uint64_t>1 << 63
@@ -442,6 +441,7 @@ cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries
     if task == SORT_GROUPS:
         for group in range(257):
             shared.starts[group + 1] = shared.starts[group] + counts[group]
+    # threaded_replay: this process may use another processor (see _replay.pxi).
     if not (count >= SHARED_SORT and threaded_replay and PyThread_start_new_thread(
             share_in_thread, shared) != PYTHREAD_INVALID_THREAD_ID):
         do_shares(shared)
