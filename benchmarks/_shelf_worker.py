@@ -44,11 +44,13 @@ from time import perf_counter
 
 import _pagecache
 from _worker import (
+    DiskcacheStore,
+    RocksdictStore,
+    Sqlite3Store,
     describe,
     import_our_semidbm,
     import_semidbm_051,
     median_pass,
-    package_version,
     sqlite_version,
 )
 
@@ -130,7 +132,10 @@ class Semidbm051(ShelfContender):
 class Gnu(ShelfContender):
     """Shelve on ``dbm.gnu``, the usual backend where the Python has it."""
 
-    durability = "gdbm's default: sync() calls gdbm_sync (fsync); close() does not fsync"
+    durability = (
+        "gdbm's default (no 's' flag): sync() and close() msync (MS_SYNC) its mapped file, "
+        "as strace shows for gdbm 1.23"
+    )
 
     def __init__(self):
         import dbm.gnu
@@ -181,77 +186,38 @@ class SqliteDict(ShelfContender):
         shelf.close()
 
 
-class Diskcache(ShelfContender):
-    """diskcache's ``Index``, which pickles values itself, as its users use it (no shelve).
+class Diskcache(DiskcacheStore, ShelfContender):
+    """diskcache's ``Index`` (see ``_worker.DiskcacheStore``), which pickles values itself.
 
-    Each set is committed at once, so ``sync`` has nothing to do; close
-    is ``index.cache.close()``. diskcache has no read-only open.
+    Used as its users use it (no shelve). Each set is committed at once,
+    so ``sync`` has nothing to do.
     """
-
-    durability = (
-        "each set is its own SQLite transaction in WAL mode, synchronous=NORMAL: no fsync "
-        "per commit, only at WAL checkpoints; values of 32 KiB and more in files, not fsynced"
-    )
-
-    def __init__(self):
-        import diskcache
-
-        self.module = diskcache
-        self.implementation = "diskcache %s (Index), SQLite %s" % (
-            diskcache.__version__,
-            sqlite_version(),
-        )
-
-    def open(self, path, flag):
-        return self.module.Index(path)
 
     def sync(self, shelf):
         """Nothing to do: every set is already committed."""
 
-    def close(self, shelf):
-        shelf.cache.close()
 
+class Rocksdict(RocksdictStore, ShelfContender):
+    """rocksdict's ``Rdict`` (see ``_worker.RocksdictStore``), which pickles values itself.
 
-class Rocksdict(ShelfContender):
-    """rocksdict's ``Rdict`` at its default options, which pickle values itself (no shelve).
-
-    ``sync`` is ``flush()``, which writes the memtable to a table file.
+    Used as its users use it (no shelve). ``sync`` is ``flush()``, which
+    writes the memtable to a table file.
     """
 
-    durability = (
-        "each set goes to RocksDB's write-ahead log without fsync (sync=False, the default); "
-        "flush() and close() write the memtable to a table file and fsync it"
+    durability = RocksdictStore.set_durability + (
+        "; flush() and close() write the memtable to a table file and fsync it (strace)"
     )
-
-    def __init__(self):
-        import rocksdict
-
-        self.module = rocksdict
-        self.implementation = "rocksdict %s (Rdict), RocksDB" % package_version("rocksdict")
-
-    def open(self, path, flag):
-        return self.module.Rdict(path)
 
     def sync(self, shelf):
         shelf.flush()
 
-    def close(self, shelf):
-        shelf.close()
 
-
-class Sqlite3Dbm(ShelfContender):
+class Sqlite3Dbm(Sqlite3Store, ShelfContender):
     """Shelve on ``dbm.sqlite3``, the module ``shelve.open`` picks first from Python 3.13 on."""
 
-    durability = (
-        "each set is its own SQLite transaction in WAL mode, synchronous=FULL (SQLite's "
-        "default): every commit fsyncs the write-ahead log"
-    )
-
     def __init__(self):
-        import dbm.sqlite3
-
-        self.module = dbm.sqlite3
-        self.implementation = "dbm.sqlite3, SQLite %s, through shelve" % sqlite_version()
+        super().__init__()
+        self.implementation += ", through shelve"
 
 
 class InMemoryDict(ShelfContender):

@@ -97,7 +97,9 @@ class Contender:
     Subclasses import their module in ``__init__`` (so a missing one
     raises ImportError there) and set ``implementation`` and
     ``durability`` for the report; one that is not a dbm overrides the
-    timed methods with its own plain loops.
+    timed methods with its own plain loops. diskcache, rocksdict and
+    dbm.sqlite3 take those from a class the shelf worker shares
+    (``DiskcacheStore``, ``RocksdictStore``, ``Sqlite3Store``).
     """
 
     #: At most this many keys are deleted in delete_sequential (None: all).
@@ -375,16 +377,16 @@ class Lmdb(Contender):
         return perf_counter() - start, env
 
 
-class DiskcacheIndex(Contender):
-    """diskcache's ``Index``: its persistent dict, a ``Cache`` that never evicts.
+class DiskcacheStore:
+    """diskcache's ``Index`` as both workers import, open, close and describe it.
 
-    Chosen over ``diskcache.Cache`` because a Cache at its defaults evicts
-    entries once it holds 1 GB (``size_limit``): it is a cache, not a
-    store, and a dbm must keep every key. Everything else is at
-    diskcache's defaults: SQLite in WAL mode with ``synchronous=NORMAL``,
-    values of 32 KiB and more in files of their own. Each set, get and
-    delete is its own SQLite statement, called as a mapping
-    (``index[key]``); close is ``index.cache.close()``.
+    An ``Index`` is diskcache's persistent dict, a ``Cache`` that never
+    evicts. Chosen over ``diskcache.Cache`` because a Cache at its
+    defaults evicts entries once it holds 1 GB (``size_limit``): it is a
+    cache, not a store, and a dbm must keep every key. Everything else is
+    at diskcache's defaults: SQLite in WAL mode with
+    ``synchronous=NORMAL``, values of 32 KiB and more in files of their
+    own; close is ``index.cache.close()``.
     """
 
     durability = (
@@ -407,25 +409,32 @@ class DiskcacheIndex(Contender):
         return self.module.Index(path)
 
     def close(self, db):
+        """Close the Index's cache, which holds its SQLite connection."""
         db.cache.close()
 
 
-class Rocksdict(Contender):
-    """rocksdict's ``Rdict``: RocksDB as a Python mapping, at its default options.
+class DiskcacheIndex(DiskcacheStore, Contender):
+    """diskcache's ``Index`` (see ``DiskcacheStore``) under the dbm workloads.
 
-    ``Rdict(path)`` with no options (its default, non-raw mode, which
-    stores bytes with a one-byte type tag); ``close()`` flushes the
-    memtable to disk. An Rdict has no ``len()``: the length is counted by
-    going through its keys, and the reopen workload leaves it out.
+    Each set, get and delete is its own SQLite statement, called as a
+    mapping (``index[key]``).
     """
 
-    durability = (
+
+class RocksdictStore:
+    """rocksdict's ``Rdict`` as both workers import, open and describe it.
+
+    ``Rdict(path)`` with no options (its default, non-raw mode, which
+    stores bytes with a one-byte type tag). Each worker's ``durability``
+    adds, to ``set_durability``, what the calls it flushes with do.
+    """
+
+    #: How a set reaches the disk, the start of both workers' durability.
+    set_durability = (
         "each set is appended to RocksDB's write-ahead log without fsync (WriteOptions "
         "sync=False, the default), so a process crash loses nothing but a power loss may "
-        "lose the last writes; close() flushes the memtable to a table file and fsyncs it "
-        "(strace)"
+        "lose the last writes"
     )
-    note = "reopen times the open and one get only: an Rdict keeps no length"
 
     def __init__(self):
         import rocksdict
@@ -436,6 +445,20 @@ class Rocksdict(Contender):
     def open(self, path, flag):
         """Open the Rdict at ``path`` with the default options, whatever the flag."""
         return self.module.Rdict(path)
+
+
+class Rocksdict(RocksdictStore, Contender):
+    """rocksdict's ``Rdict`` (see ``RocksdictStore``) under the dbm workloads.
+
+    ``close()`` flushes the memtable to disk. An Rdict has no ``len()``:
+    the length is counted by going through its keys, and the reopen
+    workload leaves it out.
+    """
+
+    durability = RocksdictStore.set_durability + (
+        "; close() flushes the memtable to a table file and fsyncs it (strace)"
+    )
+    note = "reopen times the open and one get only: an Rdict keeps no length"
 
     def length(self, db):
         """Return the number of keys, counted by going through them."""
@@ -453,8 +476,8 @@ class Rocksdict(Contender):
         return perf_counter() - start, db
 
 
-class Sqlite3Dbm(Contender):
-    """``dbm.sqlite3`` (Python 3.13 and later): the standard library's dbm over SQLite.
+class Sqlite3Store:
+    """``dbm.sqlite3`` (Python 3.13 and later) as both workers import and describe it.
 
     Run by a Python 3.13 of its own (``compare.py`` finds it), since the
     benchmark's own Python is older. At its defaults: each set and
@@ -472,6 +495,10 @@ class Sqlite3Dbm(Contender):
 
         self.module = dbm.sqlite3
         self.implementation = "dbm.sqlite3, SQLite %s" % sqlite_version()
+
+
+class Sqlite3Dbm(Sqlite3Store, Contender):
+    """``dbm.sqlite3`` (see ``Sqlite3Store``) under the dbm workloads, as a dbm object."""
 
 
 class InMemoryDict(Contender):
