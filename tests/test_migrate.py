@@ -439,7 +439,7 @@ def test_a_failed_conversion_removes_what_it_wrote(tmp_path, monkeypatch):
 
 
 def python_with_sqlite3_dbm():
-    """A Python (3.13 or later) that has dbm.sqlite3, or None."""
+    """A Python (3.13 or later) that has dbm.sqlite3; the test is skipped if there is none."""
     candidates = [os.environ.get("SEMIDBM_SQLITE3_PYTHON"), sys.executable]
     candidates += sorted(
         glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")), reverse=True
@@ -448,7 +448,7 @@ def python_with_sqlite3_dbm():
         probe = subprocess.run([candidate, "-c", "import dbm.sqlite3"], capture_output=True)
         if probe.returncode == 0:
             return candidate
-    return None
+    pytest.skip("no Python with dbm.sqlite3 (3.13+) found; set SEMIDBM_SQLITE3_PYTHON to one")
 
 
 SQLITE3_SOURCE = """
@@ -460,19 +460,22 @@ with dbm.sqlite3.open(sys.argv[1], "c") as database:
 """
 
 
-def test_the_command_converts_sqlite3_on_a_python_that_has_it(tmp_path):
-    python = python_with_sqlite3_dbm()
-    if python is None:
-        pytest.skip("no Python with dbm.sqlite3 (3.13+) found; set SEMIDBM_SQLITE3_PYTHON to one")
-    source = str(tmp_path / "source.sqlite")
-    subprocess.run([python, "-c", SQLITE3_SOURCE, source], check=True)
+def convert_with(python, source, destination):
+    """``semidbm convert`` of this checkout (pure kernel) run by ``python``."""
     environment = dict(os.environ, PYTHONPATH=SOURCE_DIRECTORY, SEMIDBM_PURE_PYTHON="1")
-    result = subprocess.run(
-        [python, "-m", "semidbm", "convert", source, str(tmp_path / "new.db")],
+    return subprocess.run(
+        [python, "-m", "semidbm", "convert", str(source), str(destination)],
         env=environment,
         capture_output=True,
         text=True,
     )
+
+
+def test_the_command_converts_sqlite3_on_a_python_that_has_it(tmp_path):
+    python = python_with_sqlite3_dbm()
+    source = str(tmp_path / "source.sqlite")
+    subprocess.run([python, "-c", SQLITE3_SOURCE, source], check=True)
+    result = convert_with(python, source, tmp_path / "new.db")
     assert result.returncode == 0, result.stderr
     assert "from the dbm.sqlite3 database" in result.stdout
     with semidbm.open(tmp_path / "new.db") as converted:
@@ -593,17 +596,9 @@ def test_a_damaged_sqlite_file_is_an_error_that_says_so(tmp_path):
 def test_a_sqlitedict_source_on_a_python_with_dbm_sqlite3(tmp_path):
     # There, dbm.whichdb calls any SQLite file dbm.sqlite3, which then fails: "no such table".
     python = python_with_sqlite3_dbm()
-    if python is None:
-        pytest.skip("no Python with dbm.sqlite3 (3.13+) found; set SEMIDBM_SQLITE3_PYTHON to one")
     source = str(tmp_path / "source.sqlite")
     make_sqlite(source, SQLITEDICT_TABLE % "unnamed")
-    environment = dict(os.environ, PYTHONPATH=SOURCE_DIRECTORY, SEMIDBM_PURE_PYTHON="1")
-    result = subprocess.run(
-        [python, "-m", "semidbm", "convert", source, str(tmp_path / "new.db")],
-        env=environment,
-        capture_output=True,
-        text=True,
-    )
+    result = convert_with(python, source, tmp_path / "new.db")
     assert result.returncode == 1
     assert "is a sqlitedict database (table 'unnamed')" in result.stderr
     assert not (tmp_path / "new.db").exists()
