@@ -172,7 +172,7 @@ def nested(depth):
 
 def test_nesting_too_deep_to_encode_is_refused_with_type_error(dbopen, dbpath):
     with Shelf(dbopen(dbpath, "c"), serializer="json") as shelf:
-        with pytest.raises(TypeError, match="recursion"):
+        with pytest.raises(TypeError, match="nested too deeply to encode"):
             shelf["k"] = nested(100_000)
         assert "k" not in shelf
 

@@ -35,6 +35,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Protocol, Union
 
+from . import _files
 from . import open as _open_semidbm
 
 # The dump's fields, part of this module's interface (the kernels write them too).
@@ -228,9 +229,10 @@ def _rereadable(stream: IO[bytes]) -> Iterator[IO[bytes]]:
             if not chunk:
                 break
             with _writing_the_copy():
-                spool.write(chunk)
-        with _writing_the_copy():
-            spool.seek(0)  # writes out what is buffered
+                # Past the file object's buffer: a write that fails leaves nothing in it
+                # for closing to write again (and fail with another error).
+                _files.write_all(spool.fileno(), chunk)
+        spool.seek(0)
         yield spool
 
 

@@ -88,7 +88,9 @@ def _to_json(value: object, encoder: json.JSONEncoder) -> bytes:
     """
     try:
         text = encoder.encode(value)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:  # its message varies between Pythons
+        raise TypeError("not storable as JSON: nested too deeply to encode") from None
+    except ValueError as exc:
         raise TypeError("not storable as JSON: %s" % exc) from None
     _refuse_non_str_keys(value)
     try:
