@@ -86,11 +86,14 @@ CHECK_COMPILED = (
 )
 
 #: The suite's selection that memcheck runs by default: the compiled kernel
-#: on the mapping, format, fuzz corpus and concurrency tests.
+#: on the mapping, format, records (the tools' walk), sorted lines (but the
+#: 2**17 keys, minutes under valgrind), fuzz corpus and concurrency tests.
 MEMCHECK_SELECTION = [
-    "-k", "cython or corpus",
+    "-k", "(cython or corpus) and not branching_at_every_byte",
     "tests/test_mapping.py",
     "tests/test_format.py",
+    "tests/test_records.py",
+    "tests/test_sorted_lines.py",
     "tests/test_fuzz.py::test_corpus",
     "tests/test_concurrency.py::test_threads_sharing_one_database",
     "tests/test_concurrency.py::test_refresh_over_a_corrupt_record_raises_and_closes_the_reader",
