@@ -535,10 +535,14 @@ class Store:
             chunk = entries[start : start + LINES_PER_CHUNK]
             with self._guard:
                 self._check_same_keys(index, entries, chunk)
-                lines = [
-                    make_line(key, self._read(key, *place) if reads_values else None)
-                    for key, place in chunk
-                ]
+                self._busy = _messages.INTERRUPTED  # as for a read: see __getitem__
+                try:
+                    lines = [
+                        make_line(key, self._read(key, *place) if reads_values else None)
+                        for key, place in chunk
+                    ]
+                finally:
+                    self._busy = None
             yield len(chunk), b"".join(lines)
 
     def _check_same_keys(self, index, entries, chunk):
