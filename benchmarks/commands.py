@@ -15,15 +15,13 @@ NEW defaults to HEAD. Each commit is checked out and built as
 ``instructions.checkout`` does; the dump goes to a scratch file.
 """
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from instructions import checkout, remove_worktrees  # benchmarks/ is on sys.path as a script
+from instructions import builds, commits_parser  # benchmarks/ is on sys.path as a script
 
 #: Makes the database at argv[1] with int(argv[2]) keys.
 MAKE = """
@@ -57,31 +55,22 @@ def seconds(source, arguments):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("old", help="the commit to compare against")
-    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
+    parser = commits_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     runs = {(name, command): [] for name in ("old", "new") for command in COMMANDS}
-    with tempfile.TemporaryDirectory() as place:
-        try:
-            sources = {
-                name: checkout(getattr(args, name), os.path.join(place, name))
-                for name in ("old", "new")
-            }
-            database = os.path.join(place, "keys.db")
-            subprocess.run([sys.executable, "-c", MAKE, database, str(args.keys)],
-                           env=dict(os.environ, PYTHONPATH=sources["new"]), check=True)
-            paths = {"DB": database, "DUMP": os.path.join(place, "dump.txt")}
-            for _ in range(args.repeat):
-                for command, arguments in COMMANDS.items():
-                    for name in ("old", "new"):
-                        runs[name, command].append(
-                            seconds(sources[name], [paths.get(part, part) for part in arguments])
-                        )
-        finally:
-            remove_worktrees(place)
+    with builds(args.old, args.new) as (place, sources):
+        database = os.path.join(place, "keys.db")
+        subprocess.run([sys.executable, "-c", MAKE, database, str(args.keys)],
+                       env=dict(os.environ, PYTHONPATH=sources["new"]), check=True)
+        paths = {"DB": database, "DUMP": os.path.join(place, "dump.txt")}
+        for _ in range(args.repeat):
+            for command, arguments in COMMANDS.items():
+                for name in ("old", "new"):
+                    runs[name, command].append(
+                        seconds(sources[name], [paths.get(part, part) for part in arguments])
+                    )
     print("semidbm commands on %s keys, %s -> %s, medians of %d interleaved repetitions:" % (
         "{:,}".format(args.keys), args.old, args.new, args.repeat))
     print("| command | old, s | new, s | old / new, faster above 1 |")

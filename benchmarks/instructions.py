@@ -19,6 +19,7 @@ records. ``bash scripts/nox.sh -s dev`` makes ``.venv``.
 """
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -97,6 +98,32 @@ def remove_worktrees(place):
     shutil.rmtree(place, ignore_errors=True)
 
 
+def commits_parser(description):
+    """An argument parser with the two commits every benchmark of two builds takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("old", help="the commit to compare against")
+    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
+    return parser
+
+
+@contextlib.contextmanager
+def builds(old, new):
+    """The commits ``old`` and ``new`` checked out and built in a temporary directory.
+
+    Yields ``(place, sources)``: the directory, for scratch files too,
+    and each build's ``src`` by name ("old", "new"). The worktrees and
+    the directory are removed at the end.
+    """
+    with tempfile.TemporaryDirectory() as place:
+        try:
+            yield place, {
+                name: checkout(commit, os.path.join(place, name))
+                for name, commit in (("old", old), ("new", new))
+            }
+        finally:
+            remove_worktrees(place)
+
+
 def instructions(source, workload, records):
     """Instructions callgrind counts for one run of ``workload`` with ``source`` imported."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -124,20 +151,14 @@ def measure(source, records, repeat):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("old", help="the commit to compare against")
-    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
+    parser = commits_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as place:
-        results = {}
-        try:
-            for name in ("old", "new"):
-                source = checkout(getattr(args, name), os.path.join(place, name))
-                results[name] = measure(source, args.records, args.repeat)
-        finally:
-            remove_worktrees(place)
+    with builds(args.old, args.new) as (_, sources):
+        results = {
+            name: measure(source, args.records, args.repeat) for name, source in sources.items()
+        }
     print("Instructions at %d records (%s -> %s), less the base run:" % (
         args.records, args.old, args.new))
     print("| workload | old | new | new / old |")

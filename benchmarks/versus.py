@@ -20,7 +20,6 @@ NEW defaults to the working tree as committed at HEAD. Preset a is
 values of 100,000 bytes (see ``compare.py``).
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from instructions import checkout, remove_worktrees  # benchmarks/ is on sys.path as a script
+from instructions import builds, commits_parser  # benchmarks/ is on sys.path as a script
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 
@@ -94,29 +93,19 @@ def figures(result):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("old", help="the commit to compare against")
-    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
+    parser = commits_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="a")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     runs = {"old": [], "new": []}
-    with tempfile.TemporaryDirectory() as place:
-        try:
-            sources = {
-                name: checkout(getattr(args, name), os.path.join(place, name))
-                for name in ("old", "new")
-            }
-            unindexed = os.path.join(place, "unindexed")
-            python_with(sources["new"], MAKE_UNINDEXED, unindexed, *PRESETS[args.preset])
-            for repetition in range(args.repeat):
-                for name in ("old", "new"):
-                    found = figures(run_worker(sources[name], args.preset, repetition))
-                    found["rebuild_seconds"] = float(
-                        python_with(sources[name], TIME_OPEN, unindexed))
-                    runs[name].append(found)
-        finally:
-            remove_worktrees(place)
+    with builds(args.old, args.new) as (place, sources):
+        unindexed = os.path.join(place, "unindexed")
+        python_with(sources["new"], MAKE_UNINDEXED, unindexed, *PRESETS[args.preset])
+        for repetition in range(args.repeat):
+            for name in ("old", "new"):
+                found = figures(run_worker(sources[name], args.preset, repetition))
+                found["rebuild_seconds"] = float(python_with(sources[name], TIME_OPEN, unindexed))
+                runs[name].append(found)
     print("Preset %s, %s -> %s, medians of %d interleaved repetitions:" % (
         args.preset, args.old, args.new, args.repeat))
     print("| workload | old | new | new / old, faster above 1 |")
