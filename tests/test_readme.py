@@ -23,8 +23,9 @@ one through ``SEMIDBM_PURE_PYTHON=1``, the compiled one without it.
   where its ``python``, ``python3`` and the installed ``semidbm`` command
   are; they are skipped, saying so, where there is no bash (Windows,
   Alpine).
-- A block whose first line is ``# not run by the tests: REASON`` is
-  never run: the report lists it as skipped with its reason. That line
+- A block whose first or last line is ``# not run by the tests: REASON``
+  is never run (the last line for a block whose first lines must stay
+  commands, as the README's first one): the report lists it as skipped with its reason. That line
   shows in the rendered README too, so a reader knows which examples
   are not checked. Every other block must be of a language above
   (``test_every_block_runs_or_says_why_not``).
@@ -53,7 +54,7 @@ from .conftest import kernel_name
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
-#: The first line that keeps a block from running, followed by the reason.
+#: The first or last line that keeps a block from running, followed by the reason.
 SKIP_MARKER = "# not run by the tests: "
 
 #: Modules some Pythons lack: a block that imports one runs only where it imports.
@@ -82,9 +83,12 @@ class Block:
 
     @property
     def skip_reason(self):
-        """The reason its first line gives for not running it, or None."""
-        first = self.text.split("\n", 1)[0]
-        return first[len(SKIP_MARKER):] if first.startswith(SKIP_MARKER) else None
+        """The reason its first or last line gives for not running it, or None."""
+        lines = self.text.strip("\n").split("\n")
+        for line in (lines[0], lines[-1]):
+            if line.startswith(SKIP_MARKER):
+                return line[len(SKIP_MARKER):]
+        return None
 
     def __str__(self):
         return "README.md line %d (%s, in %r)" % (self.line, self.language or "no language",
@@ -316,6 +320,11 @@ print("```")
 ~~~text
 an example's output
 ~~~
+
+```sh
+echo run first
+# not run by the tests: the marker may close a block
+```
 """
 
 
@@ -325,6 +334,7 @@ def test_fenced_blocks_reads_languages_lines_sections_and_markers():
         (3, "sh", "Title", "needs the network"),
         (10, "python", "Part two", None),
         (14, "text", "Part two", None),
+        (18, "sh", "Part two", "the marker may close a block"),
     ]
     assert blocks[1].text == 'print("```")\n'
 
