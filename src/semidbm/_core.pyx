@@ -891,14 +891,7 @@ cdef class KeyIterator:
         cdef Store store = self.store
         cdef const char* record
         cdef uint64_t offset
-        if store.busy:
-            store.check_open()
-        if store.fd < 0:
-            raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
-        if store.index.table.pending_count:
-            keys_apply_pending(store)
-        if store.index.table.version != self.version:
-            raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
+        check_unchanged(store, self.version)
         offset = keys_next_live(store, &self.position)
         if offset == 0:
             if store.index.table.version != self.version:  # the index was dropped

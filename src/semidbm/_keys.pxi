@@ -241,3 +241,20 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     store.log.disk_end = end
     store.log.disk_end = keys_replay_log(store, end)
     return 0
+
+
+cdef int check_unchanged(Store store, uint64_t version) except -1:
+    """Raise if ``store`` was closed, or its keys changed, since ``version`` of its table.
+
+    Each step of an iteration over the keys (``KeyIterator``, ``SortedLines``)
+    checks this first: offsets into a log a compaction replaced are never read.
+    """
+    if store.busy:
+        store.check_open()
+    if store.fd < 0:
+        raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    if store.index.table.version != version:
+        raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
+    return 0

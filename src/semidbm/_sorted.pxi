@@ -301,19 +301,6 @@ cdef class SortedLines:
         return out + 1
 
 
-cdef int check_unchanged(Store store, uint64_t version) except -1:
-    """Raise if ``store`` was closed, or its keys changed, since ``version`` of its table."""
-    if store.busy:
-        store.check_open()
-    if store.fd < 0:
-        raise DBMError(_messages.CLOSED_DURING_ITERATION % store.path)
-    if store.index.table.pending_count:
-        keys_apply_pending(store)
-    if store.index.table.version != version:
-        raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
-    return 0
-
-
 cdef SortedLines gather_keys(Store store):
     """The live keys' entries, unsorted: their records' offsets, then their prefixes.
 

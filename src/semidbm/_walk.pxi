@@ -48,7 +48,8 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
             records += parsed
             if check_checksums:
                 for at in range(parsed):
-                    if not record_checksum_ok(data, block[at].offset):
+                    # A record parse_block found is whole: sound but for its checksum.
+                    if not sound_record(data, block[at].offset, size):
                         bad.append(block[at].offset)
             apply_block(&index, block, parsed, size)
             if progress is not None and parser.position >= next_report:
@@ -68,16 +69,6 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
         )
     finally:
         table_clear(&index.table)
-
-
-cdef bint record_checksum_ok(const char* data, uint64_t position) noexcept nogil:
-    """Whether the complete record that ``parse_block`` found at ``position`` has its CRC-32."""
-    cdef int32_t key_size = <int32_t>load_be32(data + position)
-    cdef int32_t value_size = <int32_t>load_be32(data + position + 4)
-    cdef uint64_t record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
-    if value_size != DELETED:
-        record_end += <uint64_t>value_size
-    return checksum_matches(data, position, key_size, record_end)
 
 
 cdef uint64_t live_record_bytes(const Table* table) noexcept nogil:
