@@ -18,7 +18,7 @@ the sessions). Arguments after ``--`` go to the session's main command.
 - ``sanitize``, ``memcheck``: the reliability runs on builds of their own
   (docs/RELIABILITY.md); ``packaging``: the distributions checked as
   users get them (scripts/check_packaging.py); ``lint``: ruff and
-  cython-lint.
+  cython-lint; ``docs``: the documentation site, into docs/_build/html.
 - ``dev``: the development environments ``.venv`` (semidbm editable,
   with the test and benchmark tools) and ``.venv-v051``, for running
   things by hand.
@@ -464,7 +464,7 @@ def bench(session):
 
 @nox.session(python=DEBIAN_PYTHON)
 def scale(session):
-    """The scale benchmark (benchmarks/scale.py; README, "Scale"); arguments go to it."""
+    """The scale benchmark (benchmarks/scale.py; docs/scale.md); arguments go to it."""
     debian_packages(session)
     install_checkout(session)
     session.run("python", "benchmarks/scale.py", *session.posargs)
@@ -475,7 +475,7 @@ def asv(session):
     """airspeed velocity, the benchmark history, with the arguments given.
 
     For example ``-- run HEAD^!`` (the current commit), ``-- publish``,
-    ``-- preview``; README, "Benchmark history (asv)". It describes this
+    ``-- preview``; docs/performance.md, "Benchmark history (asv)". It describes this
     machine to asv first, without asking (``asv machine --yes``). asv
     makes its environments from the ``python3.X`` that ``PATH`` finds
     first: this session's, made from Debian's Python (which has
@@ -487,6 +487,31 @@ def asv(session):
         session.error("give asv's arguments after --, for example: -- run HEAD^!")
     session.run("asv", "machine", "--yes", silent=True)
     session.run("asv", *session.posargs)
+
+
+# --- the documentation site ------------------------------------------------------
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def docs(session):
+    """The documentation site (docs/), built with warnings as errors; arguments go to sphinx-build.
+
+    HTML into ``docs/_build/html`` with every cross-reference checked
+    (``-n``), then the doctest builder, which runs the docstrings'
+    examples. The checkout is installed without building the compiled
+    kernel (``SEMIDBM_NO_EXTENSIONS``), which saves a minute: every name
+    the reference documents is Python code, the same on either kernel.
+    Python's own inventory for the links to the standard library comes
+    from Debian's python3.11-doc, as this machine has no internet
+    (docs/conf.py). The pages' code blocks are tests of the suite
+    (tests/test_examples.py).
+    """
+    debian_packages(session, "python3.11-doc")
+    session.install("-e", ".", env={"SEMIDBM_NO_EXTENSIONS": "1"})
+    session.install("-r", "docs/requirements.txt")
+    build = ["sphinx-build", "-W", "--keep-going", "-n", "-q", "-d", "docs/_build/doctrees"]
+    session.run(*build, "-b", "html", *session.posargs, "docs", "docs/_build/html")
+    session.run(*build, "-b", "doctest", *session.posargs, "docs", "docs/_build/doctest")
 
 
 # --- packaging and lint --------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Measures the causes the README gives for the targets preset a misses.
+"""Measures the causes docs/performance.md gives for the targets preset a misses.
 
 Usage (``.venv`` is made by ``bash scripts/nox.sh -s dev``)::
 

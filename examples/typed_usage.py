@@ -13,6 +13,7 @@ import shelve
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import semidbm
 import semidbm.db
@@ -46,6 +47,15 @@ def read_back(path: Path) -> list[bytes]:
         return sorted(keys)
     finally:
         db.close()
+
+
+def newest(db: semidbm.Database, keys: list[str]) -> Optional[bytes]:
+    """The value of the first of ``keys`` that ``db`` holds: ``semidbm.Database`` as a type hint."""
+    assert isinstance(db, semidbm.Database)
+    for key in keys:
+        if key in db:
+            return db[key]
+    return None
 
 
 def log_size(path: Path) -> tuple[int, int]:
@@ -121,6 +131,8 @@ def main() -> None:
         assert counts == {b"to": 2, b"be": 2, b"or": 1, b"not": 1}, counts
         assert read_back(words) == [b"be", b"not", b"or", b"to"]
         assert read_back(Path(place) / "missing.db") == []
+        with semidbm.open(words) as db:
+            assert newest(db, ["maybe", "be"]) == b"2"
         keys, size = log_size(words)
         assert keys == 4 and size > 0, (keys, size)
         assert store_objects(Path(place) / "objects.db") == 3

@@ -22,7 +22,7 @@ from semidbm import _lock
 from .conftest import kernel_name
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="fork and signals are POSIX")
-#: Windows refuses to replace a file another process has open (README "Windows").
+#: Windows refuses to replace a file another process has open (docs/limits.md, "Windows").
 swap_under_readers = pytest.mark.skipif(
     os.name == "nt", reason="Windows cannot compact while a reader has the file open"
 )

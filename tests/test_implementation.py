@@ -167,3 +167,31 @@ def test_interface_check_finds_missing_extra_and_changed_members():
 
 def test_db_class_is_made_once_per_kernel(kernel):
     assert db.database_class(kernel) is db.database_class(kernel)
+
+
+def test_the_database_object_is_a_database_on_either_kernel(kernel, dbopen, dbpath):
+    assert issubclass(db.database_class(kernel), semidbm.Database)
+    assert not db.database_class(kernel).__abstractmethods__
+    with dbopen(dbpath, "c") as database:
+        assert isinstance(database, semidbm.Database)
+        assert type(database).__mro__.index(kernel.Store) < type(database).__mro__.index(
+            semidbm.Database
+        ), "the kernel's item access must come first"
+
+
+def test_database_is_not_made_directly():
+    with pytest.raises(TypeError, match="abstract"):
+        semidbm.Database()
+
+
+def test_what_database_leaves_to_the_kernel_is_in_the_kernel_interface():
+    assert set(semidbm.Database.__abstractmethods__) <= set(interface_members(Store))
+
+
+@pytest.mark.skipif(NO_EXTENSIONS, reason="SEMIDBM_NO_EXTENSIONS: the compiled kernel is not built")
+def test_compiled_docstrings_start_with_their_signatures():
+    from semidbm import _core
+
+    # Cython's embedsignature: help() and the API reference show the parameters.
+    assert _core.Store.compact.__doc__.startswith("Store.compact(self, progress=None)\n")
+    assert _core.summarize_log.__doc__.startswith("summarize_log(data, ")

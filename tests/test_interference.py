@@ -177,7 +177,7 @@ def test_pure_kernel_read_of_a_cut_file_has_a_clear_message(dbpath):
     """The pure kernel past a cut end: a DBMError saying where, not ``[Errno None] ... None``.
 
     (The compiled kernel reads from a memory map, where the missing pages
-    end the process with SIGBUS: the README forbids cutting an open data
+    end the process with SIGBUS: docs/limits.md forbids cutting an open data
     file, and says so.)
     """
     from semidbm import _pure

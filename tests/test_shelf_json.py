@@ -1,6 +1,6 @@
 """The JSON shelf's contract: a value is stored only if it reads back as it was.
 
-README, "Shelves": None, bools, ints, finite floats, str, lists and
+docs/shelves.md: None, bools, ints, finite floats, str, lists and
 dicts with str keys, nested, are stored as standard JSON (tuples come
 back as lists); anything else is a TypeError when stored, and nothing is
 written. Entries that other JSON writers stored with NaN or infinities

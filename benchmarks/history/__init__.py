@@ -3,7 +3,7 @@
 asv.conf.json points asv here, not at ``benchmarks/`` itself, so that its
 discovery imports only these modules and never the scripts beside this
 package (``compare.py``, ``scale.py`` and their workers). Run it with
-``bash scripts/nox.sh -s asv -- ARGUMENTS``; README, "Benchmark history (asv)",
+``bash scripts/nox.sh -s asv -- ARGUMENTS``; docs/performance.md, "Benchmark history (asv)",
 has the commands.
 
 - ``stores``: the four stores compared (the asv parameter) and the data;

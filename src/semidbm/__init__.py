@@ -21,6 +21,7 @@ compiled core) or ``"python"`` (the pure-Python reference, forced by
 setting ``SEMIDBM_PURE_PYTHON=1``).
 """
 
+from ._database import Database
 from .db import implementation, open
 from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
 from .shelf import open_shelf
@@ -29,6 +30,7 @@ __version__ = "0.6.0"
 
 __all__ = [
     "open",
+    "Database",
     "open_shelf",
     "error",
     "DBMError",

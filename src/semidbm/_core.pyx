@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, embedsignature=True
 """The compiled storage kernel: the same interface and bytes as ``_pure``, at C speed.
 
 ``_interface.Store`` says what each member of ``Store`` does; this is how.

@@ -1,15 +1,13 @@
 """The API layer: opening databases (flags, directories, files) and the db object.
 
-The db object is the kernel's ``Store`` (item access in the kernel, C
-slots for the compiled one) with the rest of the dbm interface added
-here: ``collections.abc.MutableMapping``, ``keys()`` as a list, the
-context manager and ``close(compact=...)``.
-
-The db class is made at run time; for type checkers it is
-``semidbm._Database``, which the package's stub (``__init__.pyi``)
-describes, so ``semidbm.db.open`` and ``semidbm.open`` return the same
-type. Names that only annotations use are imported for the type checker
-alone: the annotations stay strings at run time (valid on Python 3.9).
+The db class is made at run time, once per kernel: the kernel's
+``Store`` (item access in the kernel, C slots for the compiled one),
+then :class:`semidbm.Database` (``_database``), which adds the rest of
+the dbm interface and is the public type that ``semidbm.db.open`` and
+``semidbm.open`` return; here, the database's lock and
+``close(compact=...)``. Names that only annotations use are imported for
+the type checker alone: the annotations stay strings at run time (valid
+on Python 3.9).
 """
 
 from __future__ import annotations
@@ -23,10 +21,10 @@ import stat
 import sys
 import warnings
 import weakref
-from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Literal
 
 from . import _files, _index, _kernel, _lock, _messages
+from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
 from .format import COMPACT_NAME, DATA_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME, MAGIC
@@ -36,14 +34,14 @@ if TYPE_CHECKING:
 
     from _typeshed import StrOrBytesPath
 
-    from . import _Database, _Flag
+    from . import _Flag
 
 #: The kernel in use: "cython" (``semidbm._core``) or "python" (``semidbm._pure``).
 implementation: Literal["cython", "python"]
 implementation, _default_kernel = _kernel.choose()
 
 _FLAGS = ("r", "w", "c", "n")
-_classes: dict[ModuleType, type[_Database]] = {}
+_classes: dict[ModuleType, type[Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -71,7 +69,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disown_in_child)
 
 
-def database_class(kernel: ModuleType) -> type[_Database]:
+def database_class(kernel: ModuleType) -> type[Database]:
     """Return the db class built on ``kernel``'s Store (made once per kernel).
 
     ``kernel`` is a kernel module, ``semidbm._core`` or ``semidbm._pure``
@@ -82,87 +80,15 @@ def database_class(kernel: ModuleType) -> type[_Database]:
     except KeyError:
         pass
 
-    # A base known at run time only: type checkers see semidbm._Database instead.
-    class SemiDBM(kernel.Store, MutableMapping):  # type: ignore[name-defined, misc, type-arg]
-        """A semidbm database: a mutable mapping of bytes keys to bytes values.
-
-        Keys and values may be given as str (stored as UTF-8) or any
-        bytes-like object; values come back as bytes. Writes collect in
-        an append buffer; ``sync()`` and ``close()`` write it out and
-        fsync the file. Made by :func:`semidbm.open`.
-        """
+    # A base known at run time only: type checkers see semidbm.Database.
+    class SemiDBM(kernel.Store, Database):  # type: ignore[name-defined, misc]
+        """A semidbm database on this kernel's Store (:class:`semidbm.Database`)."""
 
         __slots__ = ("_lock", "_walk", "__weakref__")
 
-        # keys(), values() and items() come from the kernel: lists (as
-        # dbm.dumb and dbm.gnu return), each a snapshot taken atomically.
-
-        def clear(self):
-            """Delete every key (each deletion is appended to the log).
-
-            Keys another thread deletes meanwhile are skipped.
-            """
-            for key in self.keys():
-                try:
-                    del self[key]
-                except KeyError:
-                    pass
-
-        def _refuse_copy(self, *args):
-            raise TypeError(
-                "a semidbm database cannot be copied or pickled: it is an open "
-                "file with a lock; open the database again instead (%r)" % self
-            )
-
-        __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
-
-        def firstkey(self):
-            """Start a walk over the keys, as ``dbm.gnu`` has it; return the first key or None.
-
-            The walk goes over the keys as they are now, in iteration
-            order; :meth:`nextkey` skips keys deleted since, and keys
-            added during the walk are not visited. Iterating over the
-            database does the same more simply.
-            """
-            return self._walk_from(self.keys(), 0)
-
-        def nextkey(self, key):
-            """Return the key after ``key`` in the walk :meth:`firstkey` began, or None at the end.
-
-            Also None for a key the database does not hold, as in ``dbm.gnu``.
-            """
-            if isinstance(key, str):
-                key = key.encode("utf-8")
-            else:
-                key = memoryview(key).tobytes()
-            keys, position = self._walk or ((), 0)
-            if position >= len(keys) or keys[position] != key:
-                keys = self.keys()
-                try:
-                    position = keys.index(key)
-                except ValueError:
-                    return None
-            return self._walk_from(keys, position + 1)
-
-        def _walk_from(self, keys, start):
-            """The first key of ``keys`` from ``start`` on that is still present; remember where."""
-            for position in range(start, len(keys)):
-                if keys[position] in self:
-                    self._walk = (keys, position)
-                    return keys[position]
-            self._walk = None
-            return None
-
-        def reorganize(self):
-            """Compact the database: ``dbm.gnu``'s name for :meth:`compact`."""
-            self.compact()
-
+        # The kernel's close, with the compaction and the lock of the API layer.
         def close(self, compact=False):
-            """Flush, fsync and close the database; compact it first if asked.
-
-            After ``close()`` every operation raises :class:`semidbm.error`;
-            closing again does nothing.
-            """
+            """:meth:`semidbm.Database.close`: then the lock is released."""
             try:
                 if compact and not self.closed:
                     self.compact()
@@ -182,18 +108,9 @@ def database_class(kernel: ModuleType) -> type[_Database]:
             if lock is not None:
                 lock.forget()
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc_info):
-            self.close()
-
-        def __repr__(self):
-            state = "closed" if self.closed else ("read-write" if self.writable else "read-only")
-            return "<semidbm database %r, %s>" % (os.path.dirname(self.path), state)
-
     SemiDBM.__module__ = "semidbm"
-    _classes[kernel] = SemiDBM
+    # Concrete at run time: the kernel's Store provides what Database leaves abstract.
+    _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
 
 
@@ -205,45 +122,59 @@ def open(
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
-) -> _Database:
+) -> Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
-    ``filename`` may be str, bytes or path-like. ``flag`` is one of:
+    Args:
+        filename: the database's directory, as str, bytes or a path-like
+            object.
+        flag: ``'r'``: an existing database, read only (the default);
+            ``'w'``: an existing database, for reading and writing;
+            ``'c'``: for reading and writing, created if missing;
+            ``'n'``: a new, empty database, for reading and writing. An
+            existing semidbm database at the path is emptied, and an
+            empty file or directory there is replaced; anything else at
+            the path is an error and left untouched. ``'r'`` and ``'w'``
+            create nothing.
+        mode: the data file's permissions, less the umask; the directory
+            gets the same plus the search bit wherever a read bit is set
+            (``0o640`` gives a ``0o750`` directory).
+        verify_checksums: check each value's CRC-32 on every read. It
+            may also be given as the fourth positional argument, as
+            semidbm 0.5.1 took it.
+        buffer_size: bytes of records collected in memory before they
+            are written to the file (default 1 MiB, at most 1 GiB). :meth:`Database.sync`
+            and :meth:`Database.close` write them out and fsync; a process
+            killed before that loses them. ``0`` writes every record before
+            the call returns (not fsynced), as semidbm 0.5.1 did.
+        recover: open even if the data file ends in an unreadable tail,
+            longer than one write buffer, that complete records follow
+            (normally refused as damage inside the log). The tail is left
+            out; a writer cuts it off and keeps its bytes in
+            ``data.torn-OFFSET``. Tails as a killed writer leaves them
+            are always handled so, with a :class:`TornTailWarning`.
 
-    - ``'r'``: an existing database, read only (the default);
-    - ``'w'``: an existing database, for reading and writing;
-    - ``'c'``: for reading and writing, created if missing;
-    - ``'n'``: a new, empty database, for reading and writing. An
-      existing semidbm database at the path is emptied; an empty file
-      there is replaced; anything else is an error, never deleted.
+    Returns:
+        Database: the open database; close it, or use it in a ``with`` block.
 
-    ``'r'`` and ``'w'`` create nothing. ``mode`` gives the data file's
-    permissions (less the umask); the directory gets the same plus the
-    search bit wherever a read bit is set.
+    Raises:
+        ValueError: a bad flag or buffer size; :exc:`TypeError` for an
+            argument of the wrong type. Every argument is checked before
+            the disk is touched.
+        semidbm.error: the database is missing (``'r'``, ``'w'``), the
+            path holds something else, another process has it open for
+            writing, or the operating system refused (with its ``errno``).
+        semidbm.DBMLoadError: the data file is not a readable semidbm
+            file: the message names the file and the offset of the damage.
 
-    Options:
+    Each value read is checked against its CRC-32 with ``verify_checksums``:
+    a mismatch raises :class:`DBMChecksumError`.
 
-    ``verify_checksums``
-        Check each value's CRC-32 on every read; a mismatch raises
-        :class:`semidbm.DBMChecksumError`. It may also be given as the
-        fourth positional argument, as semidbm 0.5.1 took it.
-    ``buffer_size``
-        Bytes of records collected before they are written to the file.
-        ``sync()`` and ``close()`` write them out and fsync; a process
-        killed before that loses them. ``0`` writes every record before
-        the call returns (not fsynced), as semidbm 0.5.1 did.
-    ``recover``
-        Open even if the data file ends in an unreadable tail longer
-        than one write buffer that complete records follow (normally
-        refused: it is damage inside the log). The tail is left out; a
-        writer cuts it off and keeps its bytes in ``data.torn-OFFSET``.
-        Tails as a killed writer leaves them are always handled this
-        way, with a :class:`semidbm.TornTailWarning`.
-
-    Raises ``ValueError`` for a bad flag, :class:`semidbm.error` when the
-    database is missing or cannot be opened, and
-    :class:`semidbm.DBMLoadError` when its data file is not a readable
-    semidbm file.
+    >>> with semidbm.open("cache.db", "c") as db:
+    ...     db[b"key"] = b"value"
+    >>> with semidbm.open("cache.db") as db:
+    ...     db[b"key"]
+    b'value'
     """
     return open_with(
         _default_kernel,
@@ -265,7 +196,7 @@ def open_with(
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
-) -> _Database:
+) -> Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
 
     ``kernel`` is as for :func:`database_class`.
@@ -284,7 +215,7 @@ def open_with(
     directory, lock, created = _prepare(path, flag, mode)
     writable = flag != "r"
     try:
-        # The constructor and the private slots are not in the public type (_Database).
+        # The constructor and the private slots are not in the public type (Database).
         database = database_class(kernel)(  # type: ignore[call-arg]
             directory,
             writable,

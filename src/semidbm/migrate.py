@@ -48,7 +48,7 @@ from .errors import DBMError
 from .format import DATA_NAME, MAGIC, MAX_LENGTH
 
 if TYPE_CHECKING:
-    from . import _Database
+    from ._database import Database
 
 #: A path, as the functions take it.
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -76,25 +76,43 @@ _REFUSAL = "refusing to write the dump to %s: it is %s"
 
 
 def export_dump(
-    database: _Database,
+    database: Database,
     output: _Path | IO[bytes],
     progress: _Progress | None = None,
     sort_progress: _Progress | None = None,
 ) -> int:
     """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
-    ``output`` is a binary stream or the path of a file to create (or
-    replace). Records are written in key order, so dumps of equal
-    databases are equal. ``progress(done, total)``, if given, is called
-    with the count of records written, and ``sort_progress(done,
-    total)`` with the keys in their place while they are sorted first.
-    Returns the count of records.
+    Records are written in key order, so dumps of equal databases are
+    equal.
 
-    An output that is one of the database's own files (by its name, a
-    symlink or a hard link) or anywhere inside its directory is refused
-    with :class:`semidbm.error`, before a path is opened or a stream
-    written to: writing there would destroy the database being read.
-    (Opening such a file with ``"wb"`` already truncates it: pass the path.)
+    Args:
+        database: an open semidbm database (read-only will do).
+        output: a binary stream, or the path of a file to create (or
+            replace).
+        progress: called as ``progress(done, total)`` with the count of
+            records written.
+        sort_progress: called as ``sort_progress(done, total)`` with the
+            keys in their place while they are sorted, first.
+
+    Returns:
+        int: the count of records written.
+
+    Raises:
+        semidbm.error: ``output`` is one of the database's own files (by
+            its name, a symlink or a hard link) or anywhere inside its
+            directory: writing there would destroy the database being
+            read. Refused before a path is opened or a stream written to
+            (opening such a file with ``"wb"`` already truncates it: pass
+            the path).
+
+    >>> with semidbm.open("cache.db", "c") as db:
+    ...     db[b"key"] = b"two words"
+    ...     semidbm.migrate.export_dump(db, "cache.dump")
+    1
+    >>> print(open("cache.dump").read(), end="")
+    # semidbm dump: one record a line, KEY VALUE, each byte not printable ASCII or space % # as %XX
+    key two%20words
     """
     directory = os.path.dirname(database.path)
     if isinstance(output, (str, bytes, os.PathLike)):
@@ -106,7 +124,7 @@ def export_dump(
 
 
 def _write_dump(
-    database: _Database,
+    database: Database,
     stream: IO[bytes],
     progress: _Progress | None,
     sort_progress: _Progress | None,
@@ -181,23 +199,40 @@ def import_dump(
 ) -> int:
     """Store every record of the dump read from the binary ``stream`` in ``database``.
 
-    The whole dump is checked before the first record is stored: a
-    malformed line, or a key or value longer than semidbm takes, raises
-    ValueError naming its line number, and nothing is written. So the
-    dump is read twice, from where ``stream`` stands: a stream that cannot
+    The whole dump is checked before the first record is stored, so it
+    is read twice, from where ``stream`` stands: a stream that cannot
     seek (a pipe) is first copied to a temporary file in the system's
-    temporary directory, removed when the import ends.
+    temporary directory, removed when the import ends. A key already
+    present takes the dump's value (a key given twice, the later). A
+    failure while storing (a full disk) or an interrupt leaves the
+    records stored before it, the dump's first ones, in order.
 
-    ``database`` is an open semidbm database, or any mapping. A key
-    already present takes the dump's value (a key given twice, the
-    later). A failure while storing (a full disk) or an interrupt leaves
-    the records stored before it, the dump's first ones, in order. A
-    file that changes during the import (its size or modification time)
-    is a ValueError too: before the first write if it changed while it
-    was checked, else after (saying how many records were stored).
-    ``check_progress(done, total)`` is called while the dump is checked,
-    and ``progress(done, total)`` while it is stored, with the bytes of
-    the dump read so far and its size. Returns the count of records.
+    Args:
+        stream: the dump, a binary stream.
+        database: an open semidbm database, or any mapping.
+        progress: called as ``progress(done, total)`` while the records
+            are stored, with the bytes of the dump read so far and its size.
+        check_progress: the same, while the dump is checked.
+
+    Returns:
+        int: the count of records stored.
+
+    Raises:
+        ValueError: a malformed line, or a key or value longer than
+            semidbm takes, naming its line number (nothing is stored);
+            or a file that changed during the import (its size or
+            modification time): before the first write if it changed
+            while it was checked, else after, saying how many records
+            were stored.
+
+    >>> with open("words.dump", "wb") as dump:
+    ...     dump.write(b"one 1\\ntwo%20words 2\\n")
+    20
+    >>> with semidbm.open("words.db", "c") as db, open("words.dump", "rb") as dump:
+    ...     semidbm.migrate.import_dump(dump, db)
+    ...     sorted(db.items())
+    2
+    [(b'one', b'1'), (b'two words', b'2')]
     """
     with _rereadable(stream) as source:
         start = source.tell()
@@ -367,7 +402,12 @@ def _changed(how: str, stored: int) -> ValueError:
 
 
 def is_semidbm_database(path: _Path) -> bool:
-    """True if ``path`` is a directory holding a data file that starts like semidbm's."""
+    """True if ``path`` is a directory holding a data file that starts like semidbm's.
+
+    >>> semidbm.open("cache.db", "c").close()
+    >>> semidbm.migrate.is_semidbm_database("cache.db")
+    True
+    """
     return _starts_with(os.path.join(os.fsdecode(os.fspath(path)), DATA_NAME), MAGIC)
 
 
@@ -383,10 +423,23 @@ def _starts_with(path: str, magic: bytes) -> bool:
 def source_kind(source: _Path) -> str:
     """The stdlib module that :func:`dbm.open` would use for ``source`` (``"dbm.gnu"``, ...).
 
-    Raises :class:`semidbm.error` with a message that says why when
-    there is none: no such database, one of unknown type, or semidbm's
-    own; an SQLite file that is a ``dbm.sqlite3`` database on a Python
-    without that module (before 3.13), a ``sqlitedict`` one, or neither.
+    Args:
+        source: what you would pass to :func:`dbm.open`.
+
+    Returns:
+        str: the module's name, as :func:`dbm.whichdb` gives it.
+
+    Raises:
+        semidbm.error: there is none, with a message that says why: no
+            such database, one of unknown type, or semidbm's own; an
+            SQLite file that is a ``dbm.sqlite3`` database on a Python
+            without that module (before 3.13), a ``sqlitedict`` one, or
+            neither.
+
+    >>> import dbm.dumb
+    >>> dbm.dumb.open("old", "c").close()
+    >>> semidbm.migrate.source_kind("old")
+    'dbm.dumb'
     """
     source = os.fsdecode(os.fspath(source))
     if is_semidbm_database(source):
@@ -494,14 +547,28 @@ def convert(
 ) -> tuple[str, int]:
     """Copy the stdlib dbm database ``source`` into a new semidbm database ``destination``.
 
-    ``source`` is what you would pass to :func:`dbm.open`; it is opened
-    read-only. ``destination`` must not exist; on failure the part of it
-    that was written is removed. ``options`` go to :func:`semidbm.open`.
-    ``progress(done, total)``, if given, is called with the count of keys
-    copied. Returns ``(kind, count)``: the source's module name (as
-    :func:`dbm.whichdb` gives it) and the number of keys copied. A source
-    it cannot copy is :class:`semidbm.error` saying why
-    (:func:`source_kind`).
+    Args:
+        source: what you would pass to :func:`dbm.open`; it is opened
+            read-only.
+        destination: the new database's path, which must not exist; on
+            failure the part of it that was written is removed.
+        progress: called as ``progress(done, total)`` with the count of
+            keys copied.
+        **options: passed to :func:`semidbm.open`.
+
+    Returns:
+        tuple[str, int]: the source's module name (as
+        :func:`dbm.whichdb` gives it) and the number of keys copied.
+
+    Raises:
+        semidbm.error: ``destination`` exists, or ``source`` cannot be
+            copied, saying why (:func:`source_kind`).
+
+    >>> import dbm.dumb
+    >>> with dbm.dumb.open("old", "c") as old:
+    ...     old[b"key"] = b"value"
+    >>> semidbm.migrate.convert("old", "new.db")
+    ('dbm.dumb', 1)
     """
     kind = source_kind(source)
     name, new_name = os.fsdecode(os.fspath(source)), os.fsdecode(os.fspath(destination))

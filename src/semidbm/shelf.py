@@ -378,18 +378,40 @@ def open_shelf(
     mode: int = 0o666,
     **options: Any,
 ) -> Shelf[Any]:
-    """Open a shelf on the semidbm database ``filename``, as ``shelve.open`` does on a dbm.
+    """Open a shelf on the semidbm database ``filename``, as :func:`shelve.open` does on a dbm.
 
-    ``flag`` and ``mode`` are as for :func:`semidbm.open` (default
-    ``'c'``: created if missing); ``protocol``, ``writeback`` and
-    ``keyencoding`` as for ``shelve.open``. ``serializer`` chooses how
-    values are stored: ``"pickle"`` (the default, as ``shelve``; never
-    read a pickled shelf you did not write: loading pickles runs code),
-    ``"json"`` (safe to read from anyone) or an object with ``dumps()``
-    and ``loads()`` (see :func:`make_serializer`). Other keyword
-    arguments (``buffer_size``, ``verify_checksums``, ``recover``) go to
-    :func:`semidbm.open`. Returns a :class:`Shelf`; close it, or use it
-    in a ``with`` block.
+    Args:
+        filename: the database's directory, as for :func:`semidbm.open`.
+        flag: as for :func:`semidbm.open`, but ``'c'`` (created if
+            missing) by default, as :func:`shelve.open` has it.
+        protocol: the pickle protocol (pickle serializer only).
+        writeback: cache every entry read, and write the cache back on
+            ``sync()`` and ``close()``, as :class:`shelve.Shelf` does.
+        serializer: how values are stored: ``"pickle"`` (the default, as
+            :mod:`shelve`; never read a pickled shelf you did not write:
+            loading a pickle runs code), ``"json"`` (strict JSON, safe to
+            read from anyone) or an object with ``dumps()`` and
+            ``loads()`` (see :func:`semidbm.shelf.make_serializer`).
+        keyencoding: the encoding of the shelf's str keys.
+        mode: as for :func:`semidbm.open`.
+        **options: ``buffer_size``, ``verify_checksums``, ``recover``,
+            passed to :func:`semidbm.open`.
+
+    Returns:
+        Shelf: the shelf; close it, or use it in a ``with`` block.
+
+    Raises:
+        ValueError: an unknown serializer name, or a protocol given with
+            a serializer other than pickle; :exc:`TypeError` for a
+            serializer object without ``dumps()`` and ``loads()``.
+            Nothing is opened then.
+        semidbm.error: as :func:`semidbm.open` raises it.
+
+    >>> with semidbm.open_shelf("objects.db", serializer="json") as shelf:
+    ...     shelf["point"] = {"x": 1, "y": [2, 3]}
+    >>> with semidbm.open_shelf("objects.db", "r", serializer="json") as shelf:
+    ...     shelf["point"]
+    {'x': 1, 'y': [2, 3]}
     """
     make_serializer(serializer, protocol)  # refuse a bad option before touching the file
     database = _db.open(filename, flag, mode, **options)

@@ -1,8 +1,12 @@
-"""README.md's code blocks, run as a reader would run them, so an example that fails fails CI.
+"""The documents' code blocks, run as a reader would run them, so an example that fails fails CI.
 
-Every fenced block of the README is one test (``test_block[KERNEL-lineN]``,
-N the line of its opening fence), run once per kernel: the pure-Python
-one through ``SEMIDBM_PURE_PYTHON=1``, the compiled one without it.
+The documents are README.md and the Markdown pages of the documentation
+site (``docs/``, the reports of ``docs/bench`` included). Every fenced
+block of them is one test (``test_block[KERNEL-PATH:N]``, N the line
+of its opening fence), run once per kernel: the pure-Python one through
+``SEMIDBM_PURE_PYTHON=1``, the compiled one without it. The docstrings'
+examples (``>>>``) run in the site's doctest build instead (``nox -s
+docs``).
 
 - Each block runs alone, in an empty directory of its own (its working
   directory): a block must make what it uses, as a reader starting from
@@ -26,12 +30,15 @@ one through ``SEMIDBM_PURE_PYTHON=1``, the compiled one without it.
 - A block whose first or last line is ``# not run by the tests: REASON``
   is never run (the last line for a block whose first lines must stay
   commands, as the README's first one): the report lists it as skipped with its reason. That line
-  shows in the rendered README too, so a reader knows which examples
+  shows in the rendered page too, so a reader knows which examples
   are not checked. Every other block must be of a language above
-  (``test_every_block_runs_or_says_why_not``).
+  (``test_every_block_runs_or_says_why_not``), or be no code: ``text``
+  (output, a diagram) or a directive of the site's Markdown (MyST:
+  ``{toctree}``, ``{include}`` and the like, whose language is in braces).
 - A block that imports a module of ``OPTIONAL_MODULES`` (``import
   dbm.gnu``, in Python or in a shell command) is skipped when this
-  interpreter cannot import it, and run wherever it can.
+  interpreter cannot import it, and run wherever it can; one that calls
+  ``os.fork()`` is skipped where there is none (Windows).
 - A block has ``BLOCK_SECONDS`` in all; one that runs longer (a server
   that never exits) fails, and its processes are killed.
 """
@@ -52,10 +59,27 @@ import pytest
 
 from .conftest import kernel_name
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def documents():
+    """README.md and the site's Markdown pages that this copy of the tests came with, sorted.
+
+    The built site (``docs/_build``) is left out.
+    """
+    found = [ROOT / "README.md"] if (ROOT / "README.md").is_file() else []
+    if (ROOT / "docs").is_dir():
+        found += sorted(
+            path for path in (ROOT / "docs").rglob("*.md") if "_build" not in path.parts
+        )
+    return found
+
 
 #: The first or last line that keeps a block from running, followed by the reason.
 SKIP_MARKER = "# not run by the tests: "
+
+#: Blocks that are no code: output or diagrams, and the site's directives (``{toctree}``).
+NOT_CODE = re.compile(r"text|\{.*\}")
 
 #: Modules some Pythons lack: a block that imports one runs only where it imports.
 OPTIONAL_MODULES = ("dbm.gnu", "dbm.ndbm", "dbm.sqlite3", "lmdb")
@@ -74,8 +98,9 @@ PROCESS_ID = re.compile(r"process \d+")
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """One fenced code block: where it opens, its language, its text and its section."""
+    """One fenced code block: its document, where it opens, its language, text and section."""
 
+    document: str
     line: int
     language: str
     text: str
@@ -91,12 +116,12 @@ class Block:
         return None
 
     def __str__(self):
-        return "README.md line %d (%s, in %r)" % (self.line, self.language or "no language",
-                                                  self.section)
+        return "%s line %d (%s, in %r)" % (self.document, self.line,
+                                           self.language or "no language", self.section)
 
 
-def fenced_blocks(markdown):
-    """The fenced code blocks of a Markdown text, in order.
+def fenced_blocks(markdown, document="sample"):
+    """The fenced code blocks of a Markdown text, in order; ``document`` names the text.
 
     A block opens with three or more backticks or tildes and closes with
     at least as many of the same character; its section is the last
@@ -111,7 +136,8 @@ def fenced_blocks(markdown):
             elif opening:
                 fence, language, start, body = opening.group(1), opening.group(2), number, []
         elif re.fullmatch(r" {0,3}%s{%d,}\s*" % (re.escape(fence[0]), len(fence)), line):
-            blocks.append(Block(start, language, "".join(row + "\n" for row in body), section))
+            text = "".join(row + "\n" for row in body)
+            blocks.append(Block(document, start, language, text, section))
             fence = None
         else:
             body.append(line)
@@ -121,9 +147,10 @@ def fenced_blocks(markdown):
 
 
 def blocks_without_a_way_to_run(blocks):
-    """The blocks that neither have a language the tests run nor say why they are not run."""
+    """The blocks that have no language the tests run, no reason not to run, and are code."""
     return [block for block in blocks
-            if block.skip_reason is None and block.language not in RUNNERS]
+            if block.skip_reason is None and block.language not in RUNNERS
+            and not NOT_CODE.fullmatch(block.language)]
 
 
 def imported_modules(text):
@@ -137,12 +164,14 @@ def imported_modules(text):
 
 
 def skip_unless_importable(block):
-    """Skip the test when the block imports an optional module this interpreter lacks."""
+    """Skip the test when the block uses an optional module or function this interpreter lacks."""
     for module in sorted(imported_modules(block.text) & set(OPTIONAL_MODULES)):
         try:
             importlib.import_module(module)
         except ImportError:
             pytest.skip("%s imports %s, which this Python lacks" % (block, module))
+    if "os.fork(" in block.text and not hasattr(os, "fork"):
+        pytest.skip("%s calls os.fork(), which this system lacks" % block)
 
 
 def bash():
@@ -211,7 +240,7 @@ def run(argv, cwd, environment, deadline):
 
 def run_script(block, argv, scripts, cwd, environment, deadline):
     """Write the block to a file in ``scripts``, run ``argv`` + that file; it must succeed."""
-    script = scripts / ("line%d" % block.line)
+    script = scripts / ("block%d" % block.line)
     script.write_text(block.text, encoding="utf-8")
     status, output = run(argv + [str(script)], cwd, environment, deadline)
     assert status == 0, "%s failed with exit status %d:\n%s" % (block, status, output)
@@ -262,17 +291,21 @@ def run_transcript(block, scripts, cwd, environment, deadline):
 #: How each language's blocks run.
 RUNNERS = {"python": run_python, "sh": run_shell, "console": run_transcript}
 
-#: The README's blocks; none where this copy of the tests came without README.md.
-BLOCKS = fenced_blocks(README.read_text(encoding="utf-8")) if README.is_file() else []
+#: The documents' blocks: none from a document this copy of the tests came without.
+BLOCKS = [
+    block
+    for path in documents()
+    for block in fenced_blocks(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+]
 
 
 def block_id(block):
-    """A block's test id: the line of its opening fence."""
-    return "line%d" % block.line
+    """A block's test id: its document and the line of its opening fence."""
+    return "%s:%d" % (block.document, block.line)
 
 
 def test_every_block_runs_or_says_why_not():
-    if not README.is_file():
+    if not (ROOT / "README.md").is_file():
         pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
     assert BLOCKS, "no code block found in README.md"
     assert [str(block) for block in blocks_without_a_way_to_run(BLOCKS)] == []
@@ -286,7 +319,9 @@ def test_block_not_run(block):
 
 
 @pytest.mark.parametrize(
-    "block", [block for block in BLOCKS if block.skip_reason is None], ids=block_id
+    "block",
+    [block for block in BLOCKS if block.skip_reason is None and block.language in RUNNERS],
+    ids=block_id,
 )
 def test_block(block, kernel, tmp_path):
     skip_unless_importable(block)
@@ -321,6 +356,14 @@ print("```")
 an example's output
 ~~~
 
+```{toctree}
+usage
+```
+
+```ini
+[no way to run]
+```
+
 ```sh
 echo run first
 # not run by the tests: the marker may close a block
@@ -334,13 +377,15 @@ def test_fenced_blocks_reads_languages_lines_sections_and_markers():
         (3, "sh", "Title", "needs the network"),
         (10, "python", "Part two", None),
         (14, "text", "Part two", None),
-        (18, "sh", "Part two", "the marker may close a block"),
+        (18, "{toctree}", "Part two", None),
+        (22, "ini", "Part two", None),
+        (26, "sh", "Part two", "the marker may close a block"),
     ]
     assert blocks[1].text == 'print("```")\n'
 
 
-def test_a_block_of_no_runnable_language_without_a_marker_is_found():
-    assert blocks_without_a_way_to_run(fenced_blocks(SAMPLE)) == [fenced_blocks(SAMPLE)[2]]
+def test_a_block_of_no_runnable_language_without_a_marker_is_found_but_not_text():
+    assert blocks_without_a_way_to_run(fenced_blocks(SAMPLE)) == [fenced_blocks(SAMPLE)[4]]
 
 
 def test_an_unclosed_block_is_an_error():
@@ -362,7 +407,7 @@ def test_transcript_steps_join_continued_commands():
 
 def console(text):
     """A console block of ``text``."""
-    return Block(1, "console", text, "sample")
+    return Block("sample", 1, "console", text, "sample")
 
 
 def test_a_transcript_that_shows_what_the_commands_print_passes(tmp_path):
@@ -376,11 +421,11 @@ def test_a_transcript_that_shows_other_output_fails(tmp_path):
 
 def test_a_shell_block_that_fails_midway_fails(tmp_path):
     with pytest.raises(AssertionError, match="exit status 1"):
-        run_block(Block(1, "sh", "false\ntrue\n", "sample"), tmp_path, "cython")
+        run_block(Block("sample", 1, "sh", "false\ntrue\n", "sample"), tmp_path, "cython")
 
 
 def test_a_block_that_runs_too_long_fails_and_is_killed(tmp_path):
-    block = Block(1, "sh", "sleep 300 &\nsleep 300\n", "sample")
+    block = Block("sample", 1, "sh", "sleep 300 &\nsleep 300\n", "sample")
     with pytest.raises(pytest.fail.Exception, match="still running"):
         run_block(block, tmp_path, "cython", seconds=1)
 
@@ -388,7 +433,7 @@ def test_a_block_that_runs_too_long_fails_and_is_killed(tmp_path):
 def test_blocks_run_on_the_kernel_under_test(kernel, tmp_path):
     name = kernel_name(kernel)
     check = "import semidbm\nassert semidbm.implementation == %r, semidbm.implementation\n" % name
-    run_block(Block(1, "python", check, "sample"), tmp_path, name)
+    run_block(Block("sample", 1, "python", check, "sample"), tmp_path, name)
 
 
 def test_shell_blocks_find_this_interpreter_first(tmp_path):
@@ -400,7 +445,7 @@ def test_shell_blocks_find_this_interpreter_first(tmp_path):
             ("python -c 'import sys; print(sys.prefix)'", sys.prefix),
         ]
     )
-    run_block(Block(1, "sh", check, "sample"), tmp_path, "python")
+    run_block(Block("sample", 1, "sh", check, "sample"), tmp_path, "python")
 
 
 def running(pid):
@@ -414,7 +459,8 @@ def running(pid):
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from Linux's /proc")
 def test_a_block_leaves_no_process_running(tmp_path):
-    block = Block(1, "sh", "sleep 300 > /dev/null 2>&1 &\necho $! > ../sleeper\n", "sample")
+    text = "sleep 300 > /dev/null 2>&1 &\necho $! > ../sleeper\n"
+    block = Block("sample", 1, "sh", text, "sample")
     run_block(block, tmp_path, "cython")
     pid = int((tmp_path / "sleeper").read_text())
     for _ in range(100):

@@ -1,0 +1,341 @@
+"""The public type of the database object, ``semidbm.Database``, and the dbm methods it adds.
+
+:func:`semidbm.open` returns an instance of a class made at run time on
+the kernel in use (``db.database_class``): the kernel's ``Store`` first,
+for item access at its speed, then :class:`Database`. So ``Database``
+is what users name in type hints and ``isinstance`` checks, whichever
+kernel runs, and what the API reference documents. Its abstract members
+are the kernel's (``_interface.Store`` says how a kernel provides them);
+the rest of the dbm interface is written here once, on top of them.
+Names that only annotations use are imported for the type checker
+alone: the annotations stay strings at run time (valid on Python 3.9).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import abstractmethod
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, Union, overload
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+    from typing_extensions import Self
+
+    #: A key or value as given: str (stored as UTF-8) or any bytes-like object.
+    Data = Union[str, ReadableBuffer]
+    _T = TypeVar("_T")
+
+
+class Database(MutableMapping):  # type: ignore[type-arg]
+    """An open semidbm database: a mutable mapping of bytes keys to bytes values.
+
+    Made by :func:`semidbm.open`, never directly. It behaves as the
+    standard library's dbm objects do: ``db[key]``, ``db[key] = value``,
+    ``del db[key]``, ``key in db``, ``len(db)``, iteration over the keys,
+    and the methods of :class:`collections.abc.MutableMapping` (``get``,
+    ``setdefault``, ``pop``, ``popitem``, ``update``). Keys and values
+    may be given as ``str`` (stored as UTF-8) or any bytes-like object
+    (``bytes``, ``bytearray``, ``memoryview``, ``array``); they come back
+    as ``bytes``. Another type is a :exc:`TypeError` that names it, and a
+    key or value of 2 GiB or more (the format's lengths are signed 32-bit)
+    a :exc:`ValueError`. A missing key is a :exc:`KeyError` and writes
+    nothing.
+
+    Writes collect in a buffer; :meth:`sync` and :meth:`close` write it
+    to the file and flush it to disk. Each operation is atomic for
+    threads sharing the database. After :meth:`close`, every operation
+    raises :class:`semidbm.error`, and so does a write to a database
+    opened read-only. Iteration order, and so which item ``popitem()``
+    removes, is arbitrary and differs between the kernels. A database
+    cannot be copied or pickled (:exc:`TypeError`): it is an open file
+    with a lock; open it again instead.
+
+    The members marked abstract are those of the storage kernel: every
+    database that :func:`semidbm.open` returns has them. Use this class
+    in type hints, and to recognise a database:
+
+    >>> db = semidbm.open("example.db", "c")
+    >>> isinstance(db, semidbm.Database)
+    True
+    >>> db["key"] = "value"
+    >>> db[b"key"]
+    b'value'
+    >>> db.close()
+    """
+
+    __slots__ = ()
+
+    # --- provided by the kernel's Store ---------------------------------------
+
+    @property
+    @abstractmethod
+    def path(self) -> str:
+        """The path of the database's data file (``DIRECTORY/data``)."""
+
+    @property
+    @abstractmethod
+    def writable(self) -> bool:
+        """True if the database was opened for writing (flags ``'w'``, ``'c'``, ``'n'``).
+
+        It becomes False in a child process made by :func:`os.fork`:
+        the child may read what it inherited but never writes the parent's
+        database.
+        """
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """True once the database is closed.
+
+        Also True after a :meth:`refresh` that found the file corrupt or
+        cut short: nothing the reader indexed can be trusted then.
+        """
+
+    @property
+    @abstractmethod
+    def torn_tail(self) -> tuple[int, int] | None:
+        """The torn tail that opening left out, as ``(offset, length)``; None if there was none.
+
+        A process killed in the middle of a write leaves an incomplete
+        last record; opening leaves it out and warns
+        (:class:`semidbm.TornTailWarning`).
+        """
+
+    @property
+    @abstractmethod
+    def index_covered(self) -> int:
+        """How many bytes of the log the shared index file answered for at open; 0 if none.
+
+        0 means the whole log was replayed into memory: always so with
+        the pure-Python kernel, which does not use the index file.
+        """
+
+    @abstractmethod
+    def __getitem__(self, key: Data, /) -> bytes:
+        """Return the value of ``key``.
+
+        Raises:
+            KeyError: ``key`` is not in the database.
+            semidbm.DBMChecksumError: with ``verify_checksums``, the
+                value's CRC-32 does not match.
+        """
+
+    @abstractmethod
+    def __setitem__(self, key: Data, value: Data, /) -> None:
+        """Store ``value`` under ``key``: a record appended to the log (into the buffer).
+
+        Raises:
+            semidbm.error: the database is read-only or closed, or
+                writing failed (then the key keeps its former value).
+        """
+
+    @abstractmethod
+    def __delitem__(self, key: Data, /) -> None:
+        """Delete ``key``: a delete record appended to the log.
+
+        Raises:
+            KeyError: ``key`` is not in the database (nothing is written).
+            semidbm.error: the database is read-only or closed.
+        """
+
+    @abstractmethod
+    def __contains__(self, key: object, /) -> bool:
+        """Whether ``key`` is in the database."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[bytes]:
+        """Iterate over the keys, lazily.
+
+        As with a dict, a change to the set of keys during the iteration
+        makes the next step raise :exc:`RuntimeError`; so does a
+        compaction or a :meth:`refresh` that rebuilt the index.
+        """
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """The number of keys."""
+
+    @abstractmethod
+    def keys(self) -> list[bytes]:  # type: ignore[override]
+        """Return a list of the keys, a snapshot taken at once.
+
+        A list, as ``dbm.dumb`` and ``dbm.gnu`` return, not a view: the
+        caller may change the database while going over it.
+        """
+
+    @abstractmethod
+    def values(self) -> list[bytes]:  # type: ignore[override]
+        """Return a list of the values, in the order of :meth:`keys`, a snapshot taken at once."""
+
+    @abstractmethod
+    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
+        """Return a list of the ``(key, value)`` pairs, a snapshot taken at once."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Write the buffered records to the file and flush it to disk (fsync).
+
+        What was stored before ``sync()`` returned survives a crash of
+        the process or of the machine. On a database opened read-only it
+        does nothing, as with the standard library's dbm readers.
+
+        Raises:
+            semidbm.error: the database is closed, or writing failed.
+        """
+
+    @abstractmethod
+    def compact(self, progress: Callable[[int, int], object] | None = None) -> None:
+        """Rewrite the data file with only the live records, reclaiming the space of the rest.
+
+        The log only grows: overwritten and deleted values stay in it
+        until a compaction. The new file is flushed to disk before it
+        replaces the old one, so a crash at any moment leaves one or the
+        other, whole. Readers that have the database open switch to the
+        new file at their next :meth:`refresh`.
+
+        Args:
+            progress: called as ``progress(done, total)`` with the bytes
+                of the old file copied so far; an exception it raises
+                abandons the compaction and leaves the database as it was.
+
+        Raises:
+            semidbm.error: the database is read-only or closed, or
+                writing the new file failed (the database is unchanged).
+        """
+
+    @abstractmethod
+    def refresh(self) -> None:
+        """For a reader: bring in what the writer has flushed to the file since it opened.
+
+        A writer's own database is always current: for it this does
+        nothing. If the writer compacted, the new file is opened.
+
+        Raises:
+            semidbm.DBMLoadError: the file turned out corrupt or cut
+                shorter; the reader is then closed.
+        """
+
+    @abstractmethod
+    def close(self, compact: bool = False) -> None:
+        """Write out the buffer, fsync and close the database; compact it first if asked.
+
+        Closing a closed database does nothing. Every later operation
+        raises :class:`semidbm.error`. A database still open when the
+        interpreter exits is closed then.
+
+        Args:
+            compact: run :meth:`compact` before closing.
+        """
+
+    # --- the rest of the dbm interface, on top of those --------------------------
+
+    if TYPE_CHECKING:
+        # MutableMapping's get and pop, typed for keys given as str or bytes-like.
+        @overload
+        def get(self, key: Data, /) -> bytes | None: ...
+        @overload
+        def get(self, key: Data, default: bytes, /) -> bytes: ...
+        @overload
+        def get(self, key: Data, default: _T, /) -> bytes | _T: ...
+        def get(self, key: Data, default: Any = None, /) -> Any: ...
+        @overload
+        def pop(self, key: Data, /) -> bytes: ...
+        @overload
+        def pop(self, key: Data, default: bytes, /) -> bytes: ...
+        @overload
+        def pop(self, key: Data, default: _T, /) -> bytes | _T: ...
+        def pop(self, key: Data, default: Any = None, /) -> Any: ...
+
+    def clear(self) -> None:
+        """Delete every key; each deletion is appended to the log.
+
+        Keys that another thread deletes meanwhile are skipped. To give
+        the space back, :meth:`compact` afterwards.
+        """
+        for key in self.keys():
+            try:
+                del self[key]
+            except KeyError:
+                pass
+
+    def firstkey(self) -> bytes | None:
+        """Start a walk over the keys, as ``dbm.gnu`` has it: return the first key, or None.
+
+        The walk goes over the keys as they are at this call, in
+        iteration order: :meth:`nextkey` skips keys deleted since, keys
+        added are not visited, and deleting the key just returned is
+        fine. Iterating over the database does the same more simply.
+
+        >>> db = semidbm.open("walk.db", "c")
+        >>> db["a"] = "1"
+        >>> key = db.firstkey()
+        >>> while key is not None:
+        ...     print(key)
+        ...     key = db.nextkey(key)
+        b'a'
+        >>> db.close()
+        """
+        return self._walk_from(self.keys(), 0)
+
+    def nextkey(self, key: Data) -> bytes | None:
+        """Return the key after ``key`` in the walk :meth:`firstkey` began; None at the end.
+
+        Also None for a key the database does not hold, as in ``dbm.gnu``.
+        """
+        if isinstance(key, str):
+            key = key.encode("utf-8")
+        else:
+            key = memoryview(key).tobytes()
+        keys, position = self._walk or ([], 0)
+        if position >= len(keys) or keys[position] != key:
+            keys = self.keys()
+            try:
+                position = keys.index(key)
+            except ValueError:
+                return None
+        return self._walk_from(keys, position + 1)
+
+    def _walk_from(self, keys: list[bytes], start: int) -> bytes | None:
+        """The first key of ``keys`` from ``start`` on that is still present; remember where."""
+        for position in range(start, len(keys)):
+            if keys[position] in self:
+                self._walk = (keys, position)
+                return keys[position]
+        self._walk = None
+        return None
+
+    def reorganize(self) -> None:
+        """Compact the database: ``dbm.gnu``'s name for :meth:`compact`."""
+        self.compact()
+
+    def _refuse_copy(self, *args: object) -> Any:
+        """Refuse ``copy``, ``deepcopy`` and ``pickle``: it is an open file with a lock."""
+        raise TypeError(
+            "a semidbm database cannot be copied or pickled: it is an open "
+            "file with a lock; open the database again instead (%r)" % self
+        )
+
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
+
+    def __enter__(self) -> Self:
+        """The database itself: ``with semidbm.open(...) as db:`` closes it at the end."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the database (:meth:`close`)."""
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("read-write" if self.writable else "read-only")
+        return "<semidbm database %r, %s>" % (os.path.dirname(self.path), state)
+
+    if TYPE_CHECKING:
+        # The state of a walk (firstkey, nextkey): a slot of the class made at run time.
+        _walk: tuple[list[bytes], int] | None
+
+        # The sorted keys as lines of text, for semidbm.migrate and the command (private).
+        def _sorted_lines(
+            self, form: str, progress: Callable[[int, int], object] | None = None
+        ) -> tuple[int, Iterator[tuple[int, bytes]]]: ...
+
