@@ -499,8 +499,8 @@ def docs(session):
     HTML into ``docs/_build/html`` with every cross-reference checked
     (``-n``), then the doctest builder, which runs the docstrings'
     examples. The checkout is installed without building the compiled
-    kernel (``SEMIDBM_NO_EXTENSIONS``), which saves a minute: every name
-    the reference documents is Python code, the same on either kernel.
+    kernel (``SEMIDBM_NO_EXTENSIONS``), whose build it does not need: every
+    name the reference documents is Python code, the same on either kernel.
     Python's own inventory for the links to the standard library comes
     from Debian's python3.11-doc, as this machine has no internet
     (docs/conf.py). The pages' code blocks are tests of the suite
