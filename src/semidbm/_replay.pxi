@@ -246,6 +246,35 @@ cdef inline void pause_or_yield(int* spins) noexcept nogil:
         semidbm_yield()
 
 
+# A helper thread's hand-over of the work its owner shares with it (ParseRing
+# here, Shared in _sorted.pxi): the thread may start late, after the owner is
+# done. Whichever of the two comes second to ``started`` frees the work.
+
+cdef bint helper_starts(volatile uint64_t* started) noexcept nogil:
+    """The helper thread's first step: False if its owner gave up on it before it started.
+
+    Then the helper frees the work and returns at once. Otherwise it does
+    its part and, last, sets the work's ``finished``.
+    """
+    return semidbm_exchange(started, STARTED) != ABANDONED
+
+
+cdef bint owner_abandons(volatile uint64_t* started) noexcept nogil:
+    """The owner's last step: True if the helper has started, False if it will free the work.
+
+    After True, the owner waits for the helper (``wait_until_finished``)
+    and frees the work.
+    """
+    return semidbm_exchange(started, ABANDONED) != NOT_STARTED
+
+
+cdef void wait_until_finished(volatile uint64_t* finished) noexcept nogil:
+    """Wait for the helper thread to set ``finished``, its last touch of the shared work."""
+    cdef int spins = 0
+    while not semidbm_load_acquire(finished):
+        pause_or_yield(&spins)
+
+
 cdef void parse_in_thread(void* argument) noexcept nogil:
     """The body of the parsing thread: take over the parser, fill the ring block by block.
 
@@ -258,7 +287,7 @@ cdef void parse_in_thread(void* argument) noexcept nogil:
     cdef uint64_t block = 0
     cdef size_t parsed = REPLAY_BLOCK
     cdef int spins = 0
-    if semidbm_exchange(&ring.started, STARTED) == ABANDONED:
+    if not helper_starts(&ring.started):
         free(ring)
         return
     while not semidbm_load_acquire(&ring.handed_over) and not semidbm_load_acquire(&ring.stop):
@@ -306,12 +335,10 @@ cdef void stop_parsing(ParseRing* ring) noexcept nogil:
 
     If the thread has not started yet, it frees the ring when it does.
     """
-    cdef int spins = 0
-    if semidbm_exchange(&ring.started, ABANDONED) == NOT_STARTED:
+    if not owner_abandons(&ring.started):
         return
     semidbm_store_release(&ring.stop, True)
-    while not semidbm_load_acquire(&ring.finished):
-        pause_or_yield(&spins)
+    wait_until_finished(&ring.finished)
     free(ring)
 
 

@@ -390,8 +390,9 @@ cdef struct Shared:
     # the gathering's reads of the records (READ_RECORDS, in shares of
     # READ_SHARE entries), or the sort of the groups of the first split
     # (SORT_GROUPS, one group a share). ``started`` and ``finished`` hand it
-    # over as ParseRing's do; ``damaged`` says that a mapped slot failed its
-    # check. Neither thread runs Python code: the GIL stays with the caller.
+    # over (helper_starts, owner_abandons); ``damaged`` says that a mapped
+    # slot failed its check. Neither thread runs Python code: the GIL stays
+    # with the caller.
     uint64_t started
     uint64_t taken
     uint64_t finished
@@ -437,25 +438,18 @@ cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries
         return damaged
     do_shares(shared)
     damaged = semidbm_load_acquire(&shared.damaged)
-    if semidbm_exchange(&shared.started, ABANDONED) == NOT_STARTED:
+    if not owner_abandons(&shared.started):
         return damaged  # the second thread took no share; it frees the work
-    wait_until_finished(shared)
+    wait_until_finished(&shared.finished)
     damaged = semidbm_load_acquire(&shared.damaged)
     free(shared)
     return damaged
 
 
-cdef void wait_until_finished(Shared* shared) noexcept nogil:
-    """Wait for the second thread to finish its last share."""
-    cdef int spins = 0
-    while not semidbm_load_acquire(&shared.finished):
-        pause_or_yield(&spins)
-
-
 cdef void share_in_thread(void* argument) noexcept nogil:
     """The second thread: take shares until none is left (or free the work, if abandoned)."""
     cdef Shared* shared = <Shared*>argument
-    if semidbm_exchange(&shared.started, STARTED) == ABANDONED:
+    if not helper_starts(&shared.started):
         free(shared)
         return
     do_shares(shared)
