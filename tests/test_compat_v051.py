@@ -504,3 +504,52 @@ def test_v051_reads_an_empty_put_with_its_seal(dbopen, buffer_size, tmp_path):
         db.compact()
         assert (path / "data").read_bytes().endswith(delete_record(b"\0"))
         assert read_with_v051(path) == {b"": b""}
+
+
+# --- format 2.0 (docs/FORMAT.md, "Batches") ---------------------------------
+
+
+def _batched(dbopen, path):
+    """A database of format 2.0 with a batch; its contents."""
+    with dbopen(path, "c", format=2) as db:
+        db[b"a"] = b"1"
+        with db.batch() as batch:
+            batch[b"b"] = b"2" * 30
+            del batch[b"a"]
+            batch[b"c"] = b"3"
+    return {b"b": b"2" * 30, b"c": b"3"}
+
+
+def test_v051_refuses_format_2_with_its_own_error(dbopen, tmp_path):
+    path = tmp_path / "v2.db"
+    _batched(dbopen, path)
+    result = run_v051(READER, path)
+    assert result.returncode != 0
+    assert "Incompatible file version (got: v2, can handle: v1)" in result.stderr
+
+
+def test_v051_misreads_a_batch_under_a_1_1_header(dbopen, tmp_path):
+    # Why batches took a new major version: 0.5.1 reads any 1.x file, and
+    # takes the batch's -2 for a value length. It then stops with an error
+    # that names nothing, or reads other contents.
+    path = tmp_path / "v2.db"
+    contents = _batched(dbopen, path)
+    data = (path / "data").read_bytes()
+    (path / "data").write_bytes(HEADER + data[len(HEADER) :])
+    result = run_v051(READER, path)
+    assert "Incompatible" not in result.stderr
+    if result.returncode == 0:
+        assert read_with_v051(path) != contents
+    else:
+        assert result.stderr.rstrip().endswith("DBMLoadError")  # no message at all
+    with pytest.raises(semidbm.DBMLoadError, match="value length -2"):
+        dbopen(path, "r")
+
+
+def test_v051_reads_what_a_compaction_back_to_1_1_writes(dbopen, tmp_path):
+    path = tmp_path / "v2.db"
+    contents = _batched(dbopen, path)
+    with dbopen(path, "w") as db:
+        db.compact(format=1)
+    assert (path / "data").read_bytes()[: len(HEADER)] == HEADER
+    assert read_with_v051(path) == contents

@@ -23,6 +23,7 @@ EXPECTED = {
     "CHECKSUM_SIZE": semidbm.format.CHECKSUM_SIZE,
     "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
     "DELETED": semidbm.format.DELETED,
+    "BATCH": semidbm.format.BATCH,
     "DISK_PAGE": semidbm.format.DISK_PAGE,
     "DISK_SECTOR": semidbm.format.DISK_SECTOR,
     "INDEX_HEADER_SIZE": _index.HEADER_SIZE,

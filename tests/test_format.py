@@ -79,7 +79,7 @@ def test_other_minor_version_is_read(dbopen, dbpath):
     "header, reason",
     [
         (b"SEMJ\x00\x01\x00\x01", "magic"),
-        (b"SEMI\x00\x02\x00\x01", "version 2.1"),
+        (b"SEMI\x00\x03\x00\x00", "version 3.0"),
         (b"SEMI\x00\x00\x00\x01", "version 0.1"),
         (b"SEMI\x00\x01", "shorter than the header"),
         (b"", "shorter than the header"),

@@ -230,7 +230,7 @@ def test_both_kernels_walk_any_file_alike(steps, flips, zeros):
         assert python == cython
 
 
-@pytest.mark.parametrize("header", [b"", b"SEM", b"NOPE\x00\x01\x00\x01", b"SEMI\x00\x02\x00\x00"])
+@pytest.mark.parametrize("header", [b"", b"SEM", b"NOPE\x00\x01\x00\x01", b"SEMI\x00\x03\x00\x00"])
 def test_a_file_that_is_not_a_data_file_is_load_error(dbpath, header):
     write_data(dbpath, header=header)
     with pytest.raises(semidbm.DBMLoadError):

@@ -21,6 +21,7 @@ compiled core) or ``"python"`` (the pure-Python reference, forced by
 setting ``SEMIDBM_PURE_PYTHON=1``).
 """
 
+from ._batch import Batch
 from ._database import Database
 from .db import implementation, open
 from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
@@ -31,6 +32,7 @@ __version__ = "0.6.0"
 __all__ = [
     "open",
     "Database",
+    "Batch",
     "open_shelf",
     "error",
     "DBMError",

@@ -11,6 +11,7 @@ from typing import Literal
 
 from _typeshed import StrOrBytesPath
 
+from ._batch import Batch as Batch
 from ._database import Database as Database
 from .errors import DBMChecksumError as DBMChecksumError
 from .errors import DBMError as DBMError
@@ -23,6 +24,7 @@ _Flag = Literal["r", "w", "c", "n"]
 __all__ = [
     "open",
     "Database",
+    "Batch",
     "open_shelf",
     "error",
     "DBMError",
@@ -45,4 +47,5 @@ def open(
     *,
     buffer_size: int = 1048576,
     recover: bool = False,
+    format: Literal[1, 2] | None = None,
 ) -> Database: ...

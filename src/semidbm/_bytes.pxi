@@ -12,6 +12,7 @@ cdef enum:
     CHECKSUM_SIZE = 4
     RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
     DELETED = -1
+    BATCH = -2
     # The unit in which a disk loses file data (docs/FORMAT.md, "Lost pages"),
     # and the smallest it writes whole (a seal stays within it: "Zero runs").
     DISK_PAGE = 4096
@@ -29,6 +30,7 @@ def _format_constants():
         "CHECKSUM_SIZE": CHECKSUM_SIZE,
         "RECORD_OVERHEAD": RECORD_OVERHEAD,
         "DELETED": DELETED,
+        "BATCH": BATCH,
         "DISK_PAGE": DISK_PAGE,
         "DISK_SECTOR": DISK_SECTOR,
         "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
@@ -119,6 +121,8 @@ cdef struct Log:
     const char* map
     uint64_t disk_end
     char* buffer
+    # The file is of format 2: it may hold batch records (docs/FORMAT.md, "Batches").
+    bint batches
 
 
 cdef inline const char* log_record(const Log* log, uint64_t offset) noexcept nogil:

@@ -12,7 +12,7 @@ import os
 from . import _files, _lock, _tail, db
 from ._settings import DEFAULT_BUFFER_SIZE
 from .errors import DBMLoadError
-from .format import HEADER_SIZE, LENGTHS_SIZE, check_header, torn_tail_limit
+from .format import BATCH_FORMAT, HEADER_SIZE, LENGTHS_SIZE, check_header, torn_tail_limit
 
 
 class DataFile:
@@ -129,7 +129,9 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
         if summary.corrupt_at is None and summary.end < data.size:
             found.tail_offset = summary.end
             found.tail = data.size - summary.end
-            found.tail_lost = _tail.starts_lost_data(data.head(summary.end), found.tail)
+            found.tail_lost = _tail.starts_lost_data(
+                data.head(summary.end), found.tail, data.version[0] >= BATCH_FORMAT
+            )
     found.records = summary.records
     found.keys = summary.keys
     found.bad_checksums = summary.bad_checksums

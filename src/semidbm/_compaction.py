@@ -12,21 +12,22 @@ import os
 
 from . import _files, _index
 from .errors import DBMError
-from .format import COMPACT_NAME, DATA_NAME, HEADER
+from .format import COMPACT_NAME, DATA_NAME
 
 
-def write_compacted(directory, fd, write_records):
+def write_compacted(directory, fd, write_records, header):
     """Write a compacted copy of the data file (open as ``fd``) beside it, flushed to disk.
 
     The copy, ``data.compact`` in ``directory``, gets the data file's
-    permissions and header; ``write_records(out_fd)`` writes the live
-    records after the header. Returns what ``write_records`` returned.
+    permissions and the bytes ``header`` (the data file's, or another
+    format's: ``compact(format=)``); ``write_records(out_fd)`` writes the
+    live records after it. Returns what ``write_records`` returned.
     On failure the copy is removed and the error raised as a DBMError.
     """
     try:
         out = directory.create_like(COMPACT_NAME, fd)
         try:
-            _files.write_all(out, HEADER)
+            _files.write_all(out, header)
             result = write_records(out)
             os.fsync(out)
         finally:

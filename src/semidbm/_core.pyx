@@ -26,6 +26,8 @@ concern each, that this file includes:
 - ``_walk.pxi``: the tools' walk (``summarize_log``): the numbers of
   ``semidbm stats`` and the damage ``semidbm verify`` finds, from the
   rebuild's parser and a private table.
+- ``_batch.pxi`` (after the ``Store`` type): committing a batch, one
+  record whose keys enter the index together (docs/FORMAT.md, "Batches").
 - ``_sorted.pxi`` (after the ``Store`` type): the keys in byte order as
   lines of text (``Store._sorted_lines``, for ``semidbm keys`` and
   dumps): gathered from the index, radix-sorted in place, encoded.
@@ -73,7 +75,13 @@ from ._settings import (
 )
 from ._records import LogSummary
 from .errors import DBMChecksumError, DBMError, DBMLoadError
-from .format import MAX_LENGTH as _MAX_LENGTH, check_header
+from .format import (
+    BATCH_FORMAT as _BATCH_FORMAT,
+    MAX_LENGTH as _MAX_LENGTH,
+    check_format,
+    check_header,
+    header,
+)
 
 include "_platform.pxi"
 
@@ -111,6 +119,8 @@ cdef class Store:
     cdef readonly bint writable
     # What load returned at open (see _interface.Store.torn_tail).
     cdef readonly object torn_tail
+    # The data file's format version, (major, minor), as load read it.
+    cdef object version
     # The database directory, held open (see _files.Directory).
     cdef object directory
     cdef int fd
@@ -229,7 +239,8 @@ cdef class Store:
         if size < HEADER_SIZE:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)
-        check_header(PyBytes_FromStringAndSize(self.log.map, HEADER_SIZE), self.path)
+        self.version = check_header(PyBytes_FromStringAndSize(self.log.map, HEADER_SIZE), self.path)
+        self.log.batches = self.version[0] >= _BATCH_FORMAT
         keys_forget(self)
         self.log.disk_end = size
         keys_attach(self, _index.load(self.directory, self.fd, size))
@@ -242,7 +253,7 @@ cdef class Store:
             if self.writable:
                 self.unmap()  # Windows cannot cut a mapped file
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
-                                          self.writable, buffer_size, recover)
+                                          self.writable, buffer_size, recover, self.log.batches)
             if self.log.map == NULL:
                 self.map_file(self.log.disk_end)
         return torn_tail
@@ -253,6 +264,11 @@ cdef class Store:
     def index_covered(self):
         """``_interface.Store.index_covered``."""
         return self.index.base.covered
+
+    @property
+    def format_version(self):
+        """``_interface.Store.format_version``."""
+        return self.version
 
     # --- checks and errors ---
 
@@ -385,7 +401,7 @@ cdef class Store:
 
         It is twelve zero bytes, which must not end the log: the put and
         delete of ``_records.seal`` follow it, by the same rule, in the
-        same write (``append_sealed``). Built here in C, with no Python
+        same write (``append_encoded``). Built here in C, with no Python
         code run between choosing the seal's key and appending it: no
         other thread can make that key live meanwhile. Looking keys up may
         apply pending updates, so this comes before the table makes room.
@@ -433,10 +449,11 @@ cdef class Store:
         finally:
             free(key)
 
-    cdef uint64_t append_sealed(self, bytes record) except? 0:
-        """Add ``sealed_empty``'s bytes to the log in one write; return their offset.
+    cdef uint64_t append_encoded(self, bytes record) except? 0:
+        """Add the bytes of records encoded whole to the log in one write; return their offset.
 
-        In the buffer, or straight to the file when larger than it.
+        ``sealed_empty``'s, or a batch record. In the buffer, or straight
+        to the file when larger than it (cut back if that write fails).
         """
         cdef uint64_t offset = self.log.disk_end + self.buffer_used
         cdef Py_ssize_t size = len(record)
@@ -551,7 +568,7 @@ cdef class Store:
                     sealed = self.sealed_empty(self.log.disk_end + self.buffer_used)
                 table_reserve(&self.index.table)
                 if sealed is not None:
-                    offset = self.append_sealed(sealed)
+                    offset = self.append_encoded(sealed)
                 else:
                     offset = self.append(borrowed_key.data, borrowed_key.size,
                                          borrowed_value.data, borrowed_value.size)
@@ -691,8 +708,9 @@ cdef class Store:
             raise _files.os_error(failure, "cannot sync %s" % self.path)
         return 0
 
-    def compact(self, progress=None):
+    def compact(self, progress=None, format=None):
         """``_interface.Store.compact``: a walk of the mapped log copies the live records."""
+        cdef int major = self.version[0] if format is None else check_format(format)
 
         def write_records(out):
             empty_at = self.write_live(out, progress)
@@ -705,7 +723,8 @@ cdef class Store:
             keys_verify(self)
             self.busy = True
             try:
-                _compaction.write_compacted(self.directory, self.fd, write_records)
+                _compaction.write_compacted(self.directory, self.fd, write_records,
+                                            header(major))
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
@@ -727,8 +746,9 @@ cdef class Store:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
-        written on its own. Calls ``progress(done, total)`` as described
-        in ``_settings.PROGRESS_STEP``. Returns where the last record
+        written on its own, and a batch's records as records of their
+        own. Calls ``progress(done, total)`` as described in
+        ``_settings.PROGRESS_STEP``. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
         """
@@ -750,6 +770,11 @@ cdef class Store:
                 record = self.log.map + position
                 key_size = <int32_t>load_be32(record)
                 value_size = <int32_t>load_be32(record + 4)
+                if value_size == BATCH and self.log.batches and (
+                    end - position >= RECORD_OVERHEAD
+                ):
+                    position += RECORD_OVERHEAD  # its records follow, back to back
+                    continue
                 if key_size < 0 or value_size < DELETED or end - position < RECORD_OVERHEAD:
                     raise DBMError(CHANGED_UNDER % (self.path, position))
                 size = RECORD_OVERHEAD + key_size + (value_size if value_size > 0 else 0)
@@ -843,6 +868,12 @@ cdef class Store:
         self.log.disk_end = end
         return end
 
+    def _commit_batch(self, changes):
+        """``_interface.Store._commit_batch``, in C (``_batch.pxi``)."""
+        with self.guard:
+            self.check_writable("write")
+            return batch_commit(self, changes)
+
     def _sorted_lines(self, form, progress=None):
         """``_interface.Store._sorted_lines``, in C (``_sorted.pxi``)."""
         return sorted_lines(self, form, progress)
@@ -869,6 +900,7 @@ cdef class Store:
 
 
 include "_keys.pxi"
+include "_batch.pxi"
 include "_sorted.pxi"
 
 

@@ -18,6 +18,11 @@ from abc import abstractmethod
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, Union, overload
 
+from . import _messages
+from ._batch import Batch
+from .errors import DBMError
+from .format import BATCH_FORMAT
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
     from typing_extensions import Self
@@ -111,6 +116,16 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         the pure-Python kernel, which does not use the index file.
         """
 
+    @property
+    @abstractmethod
+    def format_version(self) -> tuple[int, int]:
+        """The data file's format version, ``(major, minor)``: ``(1, 1)`` or ``(2, 0)``.
+
+        1.1 is semidbm 0.5.1's format, which every database has unless
+        asked otherwise; 2.0 adds :meth:`batch` (see ``format`` in
+        :func:`semidbm.open` and :meth:`compact`).
+        """
+
     @abstractmethod
     def __getitem__(self, key: Data, /) -> bytes:
         """Return the value of ``key``.
@@ -185,7 +200,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         """
 
     @abstractmethod
-    def compact(self, progress: Callable[[int, int], object] | None = None) -> None:
+    def compact(
+        self, progress: Callable[[int, int], object] | None = None, format: int | None = None
+    ) -> None:
         """Rewrite the data file with only the live records, reclaiming the space of the rest.
 
         The log only grows: overwritten and deleted values stay in it
@@ -198,10 +215,15 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             progress: called as ``progress(done, total)`` with the bytes
                 of the old file copied so far; an exception it raises
                 abandons the compaction and leaves the database as it was.
+            format: the major format of the new file: ``2`` upgrades a
+                database to format 2.0, which has :meth:`batch` (semidbm
+                0.5.1 then refuses to open it); ``1`` turns one back into
+                0.5.1's format 1.1. None (the default) keeps the format.
 
         Raises:
             semidbm.error: the database is read-only or closed, or
                 writing the new file failed (the database is unchanged).
+            ValueError: ``format`` is not 1, 2 or None.
         """
 
     @abstractmethod
@@ -305,6 +327,45 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         self._walk = None
         return None
 
+    def batch(self) -> Batch:
+        """Start a batch: changes that reach the file together, all of them or none.
+
+        Set and delete keys on the batch inside a ``with`` block; they
+        reach the database when the block ends without an exception, as
+        one record of the log, and an exception discards them. After a
+        crash or a power cut at any moment, the database holds every
+        change of a batch or none, and a reader's :meth:`refresh` never
+        shows part of one. Reads meanwhile show the database as it was
+        before the batch. Like other writes, a committed batch is durable
+        after :meth:`sync` or :meth:`close`.
+
+        Batches need format 2.0 (:attr:`format_version`): a database
+        created with ``semidbm.open(path, "c", format=2)``, or upgraded
+        with ``db.compact(format=2)`` or ``semidbm upgrade DIRECTORY``.
+
+        Returns:
+            Batch: the batch, to use in a ``with`` block.
+
+        Raises:
+            semidbm.error: the database is closed, read-only, or of format
+                1.1 (the message says how to upgrade it).
+
+        >>> with semidbm.open("batched.db", "c", format=2) as db:
+        ...     db[b"from"] = b"100"
+        ...     with db.batch() as batch:
+        ...         batch[b"from"] = b"70"
+        ...         batch[b"to"] = b"30"
+        ...     sorted(db.items())
+        [(b'from', b'70'), (b'to', b'30')]
+        """
+        if self.closed:
+            raise DBMError(_messages.CLOSED % self.path)
+        if not self.writable:
+            raise DBMError(_messages.READ_ONLY % ("write", self.path))
+        if self.format_version[0] < BATCH_FORMAT:
+            raise DBMError(_messages.NO_BATCHES % ((self.path,) + tuple(self.format_version)))
+        return Batch(self)
+
     def reorganize(self) -> None:
         """Compact the database: ``dbm.gnu``'s name for :meth:`compact`."""
         self.compact()
@@ -333,6 +394,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
     if TYPE_CHECKING:
         # The state of a walk (firstkey, nextkey): a slot of the class made at run time.
         _walk: tuple[list[bytes], int] | None
+
+        # A batch's changes as one batch record (private: Batch commits through it).
+        def _commit_batch(self, changes: list[tuple[bytes, bytes | None]]) -> None: ...
 
         # The sorted keys as lines of text, for semidbm.migrate and the command (private).
         def _sorted_lines(

@@ -103,6 +103,14 @@ class Store(Protocol):
         """
 
     @property
+    def format_version(self) -> Tuple[int, int]:
+        """The data file's format version, ``(major, minor)``, as its header says.
+
+        Read at open; a compaction or a reader's switch to a compacted
+        file reads it again. Format 2 has batch records.
+        """
+
+    @property
     def closed(self) -> bool:
         """True once the store has been closed, or released after an error that left it unusable.
 
@@ -161,7 +169,9 @@ class Store(Protocol):
         the stdlib dbm modules' readers (``shelve`` syncs on close).
         """
 
-    def compact(self, progress: Optional[Callable[[int, int], object]] = None) -> None:
+    def compact(
+        self, progress: Optional[Callable[[int, int], object]] = None, format: Optional[int] = None
+    ) -> None:
         """Rewrite the live records, oldest first, to a new data file and swap it in.
 
         The log only grows; this drops what overwrites and deletes left
@@ -170,7 +180,21 @@ class Store(Protocol):
         old file or the new one, whole. ``progress``, if given, is called
         as ``progress(done, total)`` (bytes of the old log, see
         ``_settings.PROGRESS_STEP``); an exception from it abandons the
-        compaction and leaves the database as it was. Writers only.
+        compaction and leaves the database as it was. ``format`` (1 or 2,
+        ``format.check_format``) is the major format of the new file, by
+        default the old one's; a batch's records are copied as records of
+        their own. Writers only.
+        """
+
+    def _commit_batch(self, changes: List[Tuple[bytes, Optional[bytes]]]) -> None:
+        """Append ``changes`` as one batch record and apply them (``_batch.Batch`` calls it).
+
+        ``changes`` holds ``(key, value)`` pairs of bytes, ``value`` None
+        for a delete, each key once. Deletes of keys that are not live
+        are left out, and nothing is written if nothing is left. No other
+        thread sees part of the batch (docs/FORMAT.md, "Batches").
+        Refused (DBMError) unless the store is writable, open and of
+        format 2 (``_messages.NO_BATCHES``).
         """
 
     def refresh(self) -> None:

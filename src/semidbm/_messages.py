@@ -76,3 +76,18 @@ SHRANK = (
 NO_LINE_FORM = "no form of lines %r (choose from %s)"
 #: ``summarize_log`` given fewer bytes than a data file's header (its size).
 SHORTER_THAN_HEADER = "a data file holds at least its %d-byte header"
+#: A batch on a database whose format has none (with the path, then the major and minor version).
+NO_BATCHES = (
+    "%s is of format %d.%d, which has no batches: upgrade it to format 2 with "
+    "db.compact(format=2) or the command `semidbm upgrade DIRECTORY`"
+)
+#: A batch larger than a batch record holds (with the limit).
+BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
+#: A batch used after its ``with`` block (committed or discarded).
+BATCH_OVER = "this semidbm batch is over (committed or discarded): start another with db.batch()"
+#: ``open(format=)`` naming another format than an existing database's (path, its major and
+#: minor version, the format asked for).
+OTHER_FORMAT = (
+    "%s is of format %d.%d, not %d: open(format=) chooses the format of a new database; "
+    "db.compact(format=) (or `semidbm upgrade DIRECTORY`) converts an existing one"
+)

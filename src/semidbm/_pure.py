@@ -9,19 +9,33 @@ same errors; the test suite runs against each.
 import mmap
 import os
 import threading
+from collections import deque
 
 from . import _compaction, _fields, _files, _messages, _records, _tail
-from ._records import CHECKSUM, checksum, encode_delete, encode_put, seal, walk
+from ._records import (
+    CHECKSUM,
+    as_bytes,
+    checksum,
+    encode_batch,
+    encode_delete,
+    encode_put,
+    seal,
+    walk,
+)
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
+    BATCH_FORMAT,
     CHECKSUM_SIZE,
     DELETED,
     EMPTY_RECORD_SIZE,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
+    VERSIONS,
+    check_format,
     check_header,
+    header,
 )
 
 #: ``_interface.summarize_log``: the tools' walk, in Python.
@@ -30,25 +44,7 @@ summarize_log = _records.summarize_log
 LINES_PER_CHUNK = 4096
 
 
-def as_bytes(item, what):
-    """Return the key or value ``item`` as bytes: str is encoded as UTF-8, bytes-like is copied.
-
-    ``what`` ("keys" or "values") names what it is in the errors.
-    """
-    if type(item) is bytes:
-        return item
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    try:
-        view = memoryview(item)
-    except TypeError:
-        raise TypeError(_messages.WRONG_TYPE % (what, type(item).__name__)) from None
-    if view.nbytes > MAX_LENGTH:
-        raise ValueError(_messages.TOO_LONG % what)
-    return view.tobytes()
-
-
-def replay_log(data, index, position, path, base=0):
+def replay_log(data, index, position, path, batches, base=0):
     """Apply the records of ``data`` from ``position`` on to ``index``.
 
     ``data`` holds the file from offset ``base`` on (the whole file when
@@ -56,9 +52,11 @@ def replay_log(data, index, position, path, base=0):
     to the offset and length of its value. Returns the offset where
     parsing stopped: the end of ``data``, or the start of an incomplete
     last record. Impossible lengths raise DBMLoadError (``_records.walk``).
+    ``batches``: the file is of format 2, with batch records.
     """
     stop = position - base
-    for _, key, value_start, value_length, record_end in walk(data, stop, path, base):
+    records = walk(data, stop, path, base, batches=batches)
+    for _, key, value_start, value_length, record_end in records:
         if value_length == DELETED:
             index.pop(key, None)
         else:
@@ -78,16 +76,17 @@ def map_file(fd, path):
 def load_index(fd, path):
     """Check the header of the data file ``fd`` and replay its log.
 
-    Returns the index, where parsing stopped and the file's size.
+    Returns the index, where parsing stopped, the file's size and its
+    format version, ``(major, minor)``.
     """
     size = os.fstat(fd).st_size
     if size < HEADER_SIZE:
         check_header(_files.read_at(fd, size, 0), path)
     with map_file(fd, path) as data:
-        check_header(data[:HEADER_SIZE], path)
+        version = check_header(data[:HEADER_SIZE], path)
         index = {}
-        end = replay_log(data, index, HEADER_SIZE, path)
-    return index, end, size
+        end = replay_log(data, index, HEADER_SIZE, path, version[0] >= BATCH_FORMAT)
+    return index, end, size, version
 
 
 class Store:
@@ -126,6 +125,7 @@ class Store:
         "_owner",
         "_busy",
         "_torn_tail",
+        "_version",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -143,10 +143,11 @@ class Store:
         self._torn_tail = None
         fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
-            self._index, self._disk_end, size = load_index(fd, self.path)
+            self._index, self._disk_end, size, self._version = load_index(fd, self.path)
             if self._disk_end < size and not (writer_active is not None and writer_active()):
                 self._torn_tail = _tail.settle_tail(
-                    fd, directory, self._disk_end, size, writable, buffer_size, recover
+                    fd, directory, self._disk_end, size, writable, buffer_size, recover,
+                    self._batches,
                 )
         except BaseException:
             os.close(fd)
@@ -167,6 +168,16 @@ class Store:
     def index_covered(self):
         """``_interface.Store.index_covered``: this kernel never uses the index file."""
         return 0
+
+    @property
+    def format_version(self):
+        """``_interface.Store.format_version``."""
+        return self._version
+
+    @property
+    def _batches(self):
+        """Whether the data file is of a format with batch records."""
+        return self._version[0] >= BATCH_FORMAT
 
     def _check_open(self):
         # The lock is ours, so an operation in progress is this thread's:
@@ -301,7 +312,7 @@ class Store:
                 # same write (docs/FORMAT.md, "Zero runs").
                 end = self._disk_end + len(self._buffer) + EMPTY_RECORD_SIZE
                 record += seal(end, self._index.__contains__)
-            self._append(key, record, LENGTHS_SIZE + len(key), len(value))
+            self._append(record, [(key, LENGTHS_SIZE + len(key), len(value))])
 
     def __delitem__(self, key):
         with self._guard:
@@ -310,45 +321,86 @@ class Store:
             key = as_bytes(key, "keys")
             if key not in self._index:
                 raise KeyError(original)
-            self._append(key, encode_delete(key), 0, DELETED)
+            self._append(encode_delete(key), [(key, 0, DELETED)])
 
-    def _append(self, key, record, value_start, value_length):
-        """Add ``record`` of ``key`` to the log and the index (``value_length`` DELETED: a delete).
+    def _commit_batch(self, changes):
+        """``_interface.Store._commit_batch``: one batch record, ``_records.encode_batch``'s."""
+        with self._guard:
+            self._check_writable("write")
+            if not self._batches:
+                raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
+            changes = [(key, value) for key, value in changes
+                       if value is not None or key in self._index]
+            if changes:
+                self._append(*encode_batch(changes))
 
-        ``record`` may go on past the key's record (the seal of an empty
-        one, ``_records.seal``): it all goes in one write.
+    def _append(self, record, placed):
+        """Add ``record`` to the log, and what it does to the index.
+
+        ``placed`` lists, for each key the record sets or deletes,
+        ``(key, value_start, value_length)``: where in ``record`` its value
+        starts and its length (``DELETED``: a delete). ``record`` may go
+        on past a key's record (the seal of an empty one,
+        ``_records.seal``): it all goes in one write.
 
         As ``_interface.Store.__setitem__`` says; the record enters the
-        buffer and the index with no call in between, where a signal
-        handler could run.
+        buffer and the index with no call in between where a signal
+        handler could run, and for a batch's keys, an exception from one
+        during their update does not stop it (``_update_index``).
         """
         self._busy = _messages.INTERRUPTED
         try:
             if self._buffer and len(self._buffer) + len(record) > self._buffer_size:
                 self._flush()
             oversize = len(record) > self._buffer_size
-            previous = self._index.get(key) if oversize else None  # for _take_back
+            # For _take_back.
+            previous = [(key, self._index.get(key)) for key, _, _ in placed] if oversize else None
             offset = self._disk_end + len(self._buffer)
-            self._buffer += record
-            if value_length == DELETED:
-                del self._index[key]
+            if len(placed) == 1:
+                key, value_start, value_length = placed[0]
+                self._buffer += record
+                if value_length == DELETED:
+                    del self._index[key]
+                else:
+                    self._index[key] = (offset + value_start, value_length)
             else:
-                self._index[key] = (offset + value_start, value_length)
+                puts = {key: (offset + start, length)
+                        for key, start, length in placed if length != DELETED}
+                deletes = [key for key, _, length in placed if length == DELETED]
+                self._buffer += record
+                self._update_index(puts, deletes)
             if oversize:
                 try:
                     self._flush()
                 except DBMError:
-                    self._take_back(key, previous)
+                    self._take_back(previous)
                     raise
         finally:
             self._busy = None
 
-    def _take_back(self, key, previous):
+    def _update_index(self, puts, deletes):
+        """Give the index the entries ``puts`` and drop the keys ``deletes``, whatever happens.
+
+        The two run in C (no handler runs inside either); should an
+        exception from a signal handler come between them, they are run
+        again before it goes on, so that the index never holds part of
+        a batch.
+        """
+        try:
+            self._index.update(puts)
+            deque(map(self._index.pop, deletes, [None] * len(deletes)), 0)
+        except BaseException:
+            self._index.update(puts)
+            deque(map(self._index.pop, deletes, [None] * len(deletes)), 0)
+            raise
+
+    def _take_back(self, previous):
         """Undo the append of a record larger than the buffer, whose write failed.
 
         The buffer held that record alone; what of it reached the file is
-        cut off (a partial record no reader indexes), and the key's index
-        entry is what it was. If the cut fails, the store is closed.
+        cut off (a partial record no reader indexes), and the index entries
+        of its keys, ``previous`` (``(key, entry or None)`` pairs), are put
+        back. If the cut fails, the store is closed.
         """
         try:
             os.ftruncate(self._fd, self._disk_end)
@@ -357,10 +409,11 @@ class Store:
             message = _messages.WRITE_CLOSED % self.path
             raise _files.os_error(exc, message) from None
         self._buffer, self._unsettled = bytearray(), False
-        if previous is None:
-            self._index.pop(key, None)
-        else:
-            self._index[key] = previous
+        for key, entry in previous:
+            if entry is None:
+                self._index.pop(key, None)
+            else:
+                self._index[key] = entry
 
     def _flush(self):
         """Write the buffer to the file (no fsync).
@@ -409,8 +462,9 @@ class Store:
         finally:
             self._busy = None
 
-    def compact(self, progress=None):
+    def compact(self, progress=None, format=None):
         """``_interface.Store.compact``: the old log is read in order, its live records copied."""
+        major = self._version[0] if format is None else check_format(format)
         with self._guard:
             self._check_writable("compact")
             self._busy = _messages.INTERRUPTED
@@ -418,7 +472,10 @@ class Store:
                 self._flush()
                 self._busy = _messages.COMPACTING
                 index = _compaction.write_compacted(
-                    self._directory, self._fd, lambda out: self._write_live_records(out, progress)
+                    self._directory,
+                    self._fd,
+                    lambda out: self._write_live_records(out, progress),
+                    header(major),
                 )
                 self._busy = _messages.INTERRUPTED
                 os.close(self._fd)
@@ -428,6 +485,7 @@ class Store:
                 if replaced:
                     self._index = index
                     self._disk_end = os.fstat(self._fd).st_size
+                    self._version = VERSIONS[major]
             finally:
                 self._busy = None
             if failure is not None:
@@ -446,7 +504,9 @@ class Store:
         next_report = PROGRESS_STEP
         stop = HEADER_SIZE
         with map_file(self._fd, self.path) as data:
-            records = walk(data, HEADER_SIZE, self.path, end=min(total, len(data)))
+            records = walk(
+                data, HEADER_SIZE, self.path, end=min(total, len(data)), batches=self._batches
+            )
             try:
                 for start, key, value_start, value_length, stop in records:
                     if self._index.get(key) != (value_start, value_length):
@@ -493,12 +553,12 @@ class Store:
         if replaced:
             fd = self._directory.open_data(False)
             try:
-                index, end, _ = load_index(fd, self.path)
+                index, end, _, version = load_index(fd, self.path)
             except BaseException:
                 os.close(fd)
                 raise
             os.close(self._fd)
-            self._fd, self._index, self._disk_end = fd, index, end
+            self._fd, self._index, self._disk_end, self._version = fd, index, end, version
         elif size != self._disk_end:
             try:
                 if size < self._disk_end:
@@ -507,7 +567,9 @@ class Store:
                     self._fd,
                     self._disk_end,
                     size,
-                    lambda data, base: replay_log(data, self._index, base, self.path, base),
+                    lambda data, base: replay_log(
+                        data, self._index, base, self.path, self._batches, base
+                    ),
                 )
             except BaseException:
                 self._release()  # a corrupt or cut log: nothing after it can be trusted

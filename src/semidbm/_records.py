@@ -3,7 +3,8 @@
 A record is its key length and value length (``LENGTHS``), the key, the
 value and the CRC-32 of key and value (``CHECKSUM``); a delete record has
 the value length ``DELETED`` and no value (docs/FORMAT.md, "The data
-file"). The pure kernel encodes its records here and walks the log with
+file"). In format 2, a batch record holds records that count all or not
+at all ("Batches"). The pure kernel encodes its records here and walks the log with
 :func:`walk` to rebuild its index and to copy the live records when it
 compacts; the tools walk it to examine a data file (``_checks``), and the
 torn-tail policy (``_tail``) to look for a record that ends the file. The
@@ -23,6 +24,9 @@ from . import _messages
 from ._settings import PROGRESS_STEP
 from .errors import DBMLoadError
 from .format import (
+    BATCH,
+    BATCH_FORMAT,
+    BATCH_HEAD_SIZE,
     CHECKSUM_SIZE,
     DELETED,
     DISK_PAGE,
@@ -30,6 +34,8 @@ from .format import (
     EMPTY_RECORD_SIZE,
     HEADER_SIZE,
     LENGTHS_SIZE,
+    MAX_LENGTH,
+    check_header,
 )
 
 #: A record's key length and value length: big-endian signed 32-bit.
@@ -52,6 +58,56 @@ def encode_put(key, value):
 def encode_delete(key):
     """The bytes of a record deleting the bytes ``key``."""
     return LENGTHS.pack(len(key), DELETED) + key + CHECKSUM.pack(checksum(key))
+
+
+def as_bytes(item, what):
+    """Return the key or value ``item`` as bytes: str is encoded as UTF-8, bytes-like is copied.
+
+    ``what`` ("keys" or "values") names what it is in the errors.
+    """
+    if type(item) is bytes:
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    try:
+        view = memoryview(item)
+    except TypeError:
+        raise TypeError(_messages.WRONG_TYPE % (what, type(item).__name__)) from None
+    if view.nbytes > MAX_LENGTH:
+        raise ValueError(_messages.TOO_LONG % what)
+    return view.tobytes()
+
+
+def encode_batch(changes):
+    """The batch record of ``changes``, and where its records put values.
+
+    ``changes`` is a list of ``(key, value)`` pairs of bytes, ``value``
+    None for a delete. Returns the record's bytes and, for each change in
+    order, ``(key, value_start, value_length)``: where its value starts
+    in the record and its length (``DELETED`` for a delete), as a
+    kernel's index takes them. docs/FORMAT.md, "Batches": the body's
+    length, ``BATCH``, the body's CRC-32, then the body, the records back
+    to back. A body over ``MAX_LENGTH`` bytes raises ValueError.
+    """
+    body = bytearray()
+    placed = []
+    for key, value in changes:
+        start = BATCH_HEAD_SIZE + len(body) + LENGTHS_SIZE + len(key)
+        if value is None:
+            body += encode_delete(key)
+            placed.append((key, start, DELETED))
+        else:
+            body += encode_put(key, value)
+            placed.append((key, start, len(value)))
+    if len(body) > MAX_LENGTH:
+        raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+    return LENGTHS.pack(len(body), BATCH) + CHECKSUM.pack(crc32(body)) + body, placed
+
+
+def holds_batches(data, path):
+    """Whether the data file whose first bytes are ``data`` is of a format with batch records."""
+    major, _ = check_header(data[:HEADER_SIZE], path)
+    return major >= BATCH_FORMAT
 
 
 def checksum_matches(data, key, value_start, end):
@@ -124,11 +180,17 @@ def _lost_data(data, position, key_start, value_start, record_end, base):
     return suspect and not checksum_matches(data, key, value_start, record_end)
 
 
-def _sound(data, position, end):
-    """True if a whole record, of possible lengths and matching checksum, is at ``position``."""
+def _sound(data, position, end, batches):
+    """True if a whole record, of possible lengths and matching checksum, is at ``position``.
+
+    With ``batches`` (format 2), a batch record whose body's checksum
+    matches is one too.
+    """
     if end - position < LENGTHS_SIZE:
         return False
     key_length, value_length = LENGTHS.unpack_from(data, position)
+    if batches and value_length == BATCH:
+        return key_length > 0 and whole_batch(data, position, key_length, end)
     if key_length < 0 or value_length < DELETED:
         return False
     value_start = position + LENGTHS_SIZE + key_length
@@ -138,6 +200,31 @@ def _sound(data, position, end):
     )
 
 
+def whole_batch(data, position, body_length, end):
+    """True if the batch record at ``position`` ends by ``end`` and its body's checksum matches."""
+    body_start = position + BATCH_HEAD_SIZE
+    if body_start + body_length > end:
+        return False
+    (stored,) = CHECKSUM.unpack_from(data, position + LENGTHS_SIZE)
+    with memoryview(data)[body_start : body_start + body_length] as body:
+        return crc32(body) == stored
+
+
+def _batch_fits(data, position, length):
+    """True if the ``length`` bytes at ``position`` are records back to back, none a batch.
+
+    A batch's body, checked once before its records are walked, so that
+    they need no check of their own.
+    """
+    end = position + length
+    while end - position >= LENGTHS_SIZE:
+        key_length, value_length = LENGTHS.unpack_from(data, position)
+        if key_length < 0 or value_length < DELETED:
+            return False
+        position += EMPTY_RECORD_SIZE + key_length + max(value_length, 0)
+    return position == end
+
+
 def _zero_run_end(data, position, end):
     """Where the run of empty records (twelve zero bytes each) from ``position`` ends."""
     found = _NON_ZERO.search(data, position, end)
@@ -145,7 +232,7 @@ def _zero_run_end(data, position, end):
     return position + (stop - position) // EMPTY_RECORD_SIZE * EMPTY_RECORD_SIZE
 
 
-def walk(data, start, path, base=0, end=None):
+def walk(data, start, path, base=0, end=None, batches=False):
     """Yield the complete records of ``data`` from ``start`` on, in log order.
 
     ``data`` (bytes or a memory map) holds a data file from its offset
@@ -157,13 +244,19 @@ def walk(data, start, path, base=0, end=None):
     checksum. Checksums are read only where a power cut may have left
     zeros (:func:`checksum_matches` checks one).
 
+    With ``batches`` (a file of format 2), a batch record yields the
+    records of its body, once its body's checksum matches; one whose
+    checksum fails is treated as lost data. Its records end where the
+    batch does, so the last one's end is the batch's.
+
     Each record's lengths are checked before they are used: impossible
     ones raise :func:`corrupt_record`'s DBMLoadError, with the record's
-    offset in the file, naming ``path``. The walk stops at ``end``
-    (default: the end of ``data``), at the start of a record that runs
-    past it (an incomplete last record), and where a power cut left
-    zeros (docs/FORMAT.md, "Zero runs" and "Lost pages"): at a run of
-    empty records that a sound record does not follow, and at a record
+    offset in the file, naming ``path``; so does a batch whose body is
+    not records back to back. The walk stops at ``end`` (default:
+    the end of ``data``), at the start of a record that runs past it
+    (an incomplete last record), and where a power cut left zeros
+    (docs/FORMAT.md, "Zero runs" and "Lost pages"): at a run of empty
+    records that a sound record does not follow, and at a record
     holding zeros the disk did not write (:func:`_lost_data`). It stops
     where the last record yielded ends, or at ``start`` if none was.
     """
@@ -172,23 +265,33 @@ def walk(data, start, path, base=0, end=None):
     unpack_lengths = LENGTHS.unpack_from
     position = start
     followed = start  # empty records before this one are followed by a sound record
+    batch_end = start  # records before this one are in a batch whose checksum matched
     # The loop of the pure kernel's replay: kept to the arithmetic it needs.
     while end - position >= LENGTHS_SIZE:
         key_length, value_length = unpack_lengths(data, position)
+        if value_length == BATCH and batches and position >= batch_end and key_length > 0:
+            if not whole_batch(data, position, key_length, end):
+                return  # running past the end, or lost data
+            if not _batch_fits(data, position + BATCH_HEAD_SIZE, key_length):
+                raise corrupt_record(path, base + position, key_length, value_length)
+            position += BATCH_HEAD_SIZE
+            batch_end = position + key_length
+            continue
         if key_length < 0 or value_length < DELETED:
             raise corrupt_record(path, base + position, key_length, value_length)
         key_start = position + LENGTHS_SIZE
         value_start = key_start + key_length
         record_end = value_start + (value_length if value_length > 0 else 0) + CHECKSUM_SIZE
-        if record_end > end:
+        # A batch's records are whole and sound (whole_batch, _batch_fits).
+        if position >= batch_end and record_end > end:
             return
-        if position >= followed and (
+        if position >= batch_end and position >= followed and (
             not data[record_end - 1]
             or (base + position) // DISK_PAGE != (base + record_end - 1) // DISK_PAGE
         ):
             if record_end - position == EMPTY_RECORD_SIZE and _zeros(data, position, record_end):
                 followed = _zero_run_end(data, position, end)
-                if not _sound(data, followed, end):
+                if not _sound(data, followed, end, batches):
                     return
             elif _lost_data(data, position, key_start, value_start, record_end, base):
                 return
@@ -207,6 +310,7 @@ def summarize_log(data, check_checksums, progress, path):
     """
     if len(data) < HEADER_SIZE:
         raise ValueError(_messages.SHORTER_THAN_HEADER % HEADER_SIZE)
+    batches = holds_batches(data, path)
     live = {}
     records = 0
     end = HEADER_SIZE
@@ -215,7 +319,9 @@ def summarize_log(data, check_checksums, progress, path):
     next_report = PROGRESS_STEP
     with memoryview(data) as view:
         try:
-            for start, key, value_start, value_length, end in walk(data, HEADER_SIZE, path):
+            for start, key, value_start, value_length, end in walk(
+                data, HEADER_SIZE, path, batches=batches
+            ):
                 records += 1
                 if check_checksums and not checksum_matches(view, key, value_start, end):
                     bad.append(start)

@@ -6,7 +6,8 @@
 # is the same as parsing in one. Every length read from the log is
 # checked before use: a damaged file raises DBMLoadError, never reads out
 # of bounds. Checksums are read only where a power cut may have left
-# zeros (``lost_data``, ``sound_record``), as ``_records.walk`` does.
+# zeros (``lost_data``, ``sound_record``), as ``_records.walk`` does, and
+# a batch record's always: its records count only if its checksum matches.
 
 cdef enum:
     # Records the index rebuild parses at a time (a block).
@@ -56,6 +57,8 @@ cdef struct LogParser:
     uint64_t size         # where the log ends, from map[0]
     uint64_t ahead        # the log is prefetched up to here
     uint64_t followed     # empty records before here are followed by a sound record
+    bint batches          # the log may hold batch records (format 2)
+    uint64_t batch_end    # records before here are in a batch whose checksum matched
     bint corrupt          # stopped at a record with impossible lengths (at position):
     int32_t key_size      # its lengths
     int32_t value_size
@@ -91,14 +94,74 @@ cdef bint checksum_matches(const char* data, uint64_t position, int32_t key_size
                  record_end - position - RECORD_OVERHEAD) == load_be32(data + record_end - 4)
 
 
-cdef bint sound_record(const char* data, uint64_t position, uint64_t size) noexcept nogil:
-    """True if a whole record, of possible lengths and matching checksum, is at ``position``."""
+cdef void parser_start(LogParser* parser, const char* data, uint64_t base, uint64_t seed,
+                       uint64_t position, uint64_t size, bint batches) noexcept nogil:
+    """Set ``parser`` to parse ``data`` (the file from offset ``base``) from ``position`` to
+    ``size``, offsets of the file; ``batches``: the file is of format 2."""
+    parser.map = data
+    parser.base = base
+    parser.seed = seed
+    parser.position = position - base
+    parser.size = size - base
+    parser.ahead = position - base
+    parser.followed = position - base
+    parser.batches = batches
+    parser.batch_end = position - base
+    parser.corrupt = False
+
+
+cdef bint whole_batch(const char* data, uint64_t position, int32_t body_size,
+                      uint64_t size) noexcept nogil:
+    """True if the batch record at ``position`` ends by ``size`` and its body's checksum matches.
+
+    As ``_records.whole_batch``: the body follows the lengths and its
+    CRC-32 (docs/FORMAT.md, "Batches").
+    """
+    if body_size <= 0 or size - position < RECORD_OVERHEAD or (
+        <uint64_t>body_size > size - position - RECORD_OVERHEAD
+    ):
+        return False
+    return crc32(0, data + position + RECORD_OVERHEAD, <size_t>body_size) == load_be32(
+        data + position + LENGTHS_SIZE)
+
+
+cdef bint batch_fits(const char* data, uint64_t position, uint64_t end) noexcept nogil:
+    """True if the bytes from ``position`` to ``end`` are records back to back, none a batch.
+
+    A batch's body, checked once before its records are parsed, so that
+    they need no check of their own (their lengths are possible, and none
+    crosses the body's end).
+    """
+    cdef int32_t key_size, value_size
+    cdef uint64_t record_size
+    while end - position >= LENGTHS_SIZE:
+        key_size = <int32_t>load_be32(data + position)
+        value_size = <int32_t>load_be32(data + position + 4)
+        if key_size < 0 or value_size < DELETED:
+            return False
+        record_size = RECORD_OVERHEAD + <uint64_t>key_size
+        if value_size > 0:
+            record_size += <uint64_t>value_size
+        if record_size > end - position:
+            return False
+        position += record_size
+    return position == end
+
+
+cdef bint sound_record(const char* data, uint64_t position, uint64_t size,
+                       bint batches) noexcept nogil:
+    """True if a whole record, of possible lengths and matching checksum, is at ``position``.
+
+    With ``batches`` (format 2), a whole batch record (``whole_batch``) is one too.
+    """
     cdef int32_t key_size, value_size
     cdef uint64_t record_end
     if size - position < LENGTHS_SIZE:
         return False
     key_size = <int32_t>load_be32(data + position)
     value_size = <int32_t>load_be32(data + position + 4)
+    if batches and value_size == BATCH:
+        return whole_batch(data, position, key_size, size)
     if key_size < 0 or value_size < DELETED:
         return False
     record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
@@ -125,6 +188,14 @@ cdef bint lost_data(const char* data, uint64_t base, uint64_t position, int32_t 
     return suspect and not checksum_matches(data, position, key_size, record_end)
 
 
+cdef inline void stop_at_corrupt(LogParser* parser, int32_t key_size,
+                                 int32_t value_size) noexcept nogil:
+    """Mark the parse as stopped at a corrupt record, of these lengths (at ``position``)."""
+    parser.corrupt = True
+    parser.key_size = key_size
+    parser.value_size = value_size
+
+
 cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     """Parse up to ``REPLAY_BLOCK`` records into ``block``; return how many.
 
@@ -133,7 +204,10 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     a corrupt record (``corrupt`` set), or where a power cut left zeros
     (docs/FORMAT.md, "Zero runs" and "Lost pages": a run of empty records
     no sound record follows, a record holding zeros the disk did not
-    write), as in ``_records.walk``. Every length is checked before use.
+    write), as in ``_records.walk``. A batch record (``parser.batches``)
+    yields its body's records once its checksum matches, and is where the
+    parse stops if it does not; one whose body is not records back to
+    back (``batch_fits``) is corrupt. Every length is checked before use.
     The log is a stream, but the processor's own prefetching stops at
     each page, so the next ``REPLAY_PREFETCH`` bytes are requested ahead
     of the parsing.
@@ -154,17 +228,28 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
             ahead += CACHE_LINE
         key_size = <int32_t>load_be32(data + position)
         value_size = <int32_t>load_be32(data + position + 4)
+        if value_size == BATCH and parser.batches and position >= parser.batch_end and (
+            key_size > 0
+        ):
+            if not whole_batch(data, position, key_size, size):
+                break  # running past the end, or lost data
+            if not batch_fits(data, position + RECORD_OVERHEAD,
+                              position + RECORD_OVERHEAD + <uint64_t>key_size):
+                stop_at_corrupt(parser, key_size, value_size)
+                break
+            position += RECORD_OVERHEAD
+            parser.batch_end = position + <uint64_t>key_size
+            continue
         if key_size < 0 or value_size < DELETED:
-            parser.corrupt = True
-            parser.key_size = key_size
-            parser.value_size = value_size
+            stop_at_corrupt(parser, key_size, value_size)
             break
         record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
         if value_size != DELETED:
             record_end += <uint64_t>value_size
-        if record_end > size:
+        # A batch's records are whole and sound (whole_batch, batch_fits).
+        if position >= parser.batch_end and record_end > size:
             break
-        if position >= parser.followed and (
+        if position >= parser.batch_end and position >= parser.followed and (
             data[record_end - 1] == 0
             or (base + position) // DISK_PAGE != (base + record_end - 1) // DISK_PAGE
         ):
@@ -172,7 +257,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
                 first_non_zero(data, position, record_end) == record_end
             ):
                 parser.followed = zero_run_end(data, position, size)
-                if not sound_record(data, parser.followed, size):
+                if not sound_record(data, parser.followed, size, parser.batches):
                     break
             elif lost_data(data, base, position, key_size, record_end):
                 break
@@ -371,14 +456,7 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     cdef ParseRing* ring = NULL
     cdef bint handed_over = False
     cdef Table* table = &index.table
-    parser.map = data
-    parser.base = base
-    parser.seed = index.seed
-    parser.position = position - base
-    parser.size = size - base
-    parser.ahead = position - base
-    parser.followed = position - base
-    parser.corrupt = False
+    parser_start(&parser, data, base, index.seed, position, size, table.log.batches)
     if threaded_replay and size - position >= THREADED_REPLAY_MIN:
         ring = start_parsing()
     try:

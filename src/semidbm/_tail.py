@@ -10,9 +10,10 @@ import os
 import re
 
 from . import _files, _messages
-from ._records import LENGTHS, checksum_matches, walk
+from ._records import LENGTHS, checksum_matches, walk, whole_batch
 from .errors import DBMLoadError
 from .format import (
+    BATCH,
     DELETED,
     EMPTY_RECORD_SIZE,
     LENGTHS_SIZE,
@@ -25,7 +26,7 @@ LAST_RECORD_SEARCH = 1 << 20
 _ZERO_RUNS = re.compile(b"\\0+")
 
 
-def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
+def settle_tail(fd, directory, end, size, writable, buffer_size, recover, batches):
     """Deal with the bytes from ``end`` to ``size`` that the index rebuild could not parse.
 
     The tail is torn, and left out, when it is no longer than one write
@@ -41,6 +42,7 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
     the torn tail left out starts and its length, for the API layer's
     TornTailWarning. If the cut fails, the DBMError raised carries that
     pair as ``torn_tail``, so the warning still says what was found.
+    ``batches``: the file is of format 2, with batch records.
     """
     if end == size:
         return None
@@ -49,8 +51,8 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
     if (
         tail > torn_tail_limit(buffer_size)
         and not recover
-        and not starts_lost_data(_files.read_at(fd, LENGTHS_SIZE, end), tail)
-        and log_goes_on(fd, end, size, path)
+        and not starts_lost_data(_files.read_at(fd, LENGTHS_SIZE, end), tail, batches)
+        and log_goes_on(fd, end, size, path, batches)
     ):
         raise DBMLoadError(_messages.DAMAGED_LENGTH % (path, tail, end, TORN_PREFIX, end))
     if writable:
@@ -63,27 +65,30 @@ def settle_tail(fd, directory, end, size, writable, buffer_size, recover):
     return end, tail
 
 
-def starts_lost_data(head, tail):
+def starts_lost_data(head, tail, batches):
     """True if a torn tail of ``tail`` bytes starting with ``head`` is where a power cut left zeros.
 
     ``head`` is the tail's first bytes (at least the lengths). The replay
     stops before a complete record only for what a lost page leaves
     (docs/FORMAT.md, "Zero runs" and "Lost pages"): empty records (zero
     bytes) that no sound record follows, or a record with zeros and a
-    failing checksum. A tail that starts so is lost data, however long,
-    not a cut record.
+    failing checksum; with ``batches`` (format 2), a batch record whose
+    body's checksum fails ("Batches"). A tail that starts so is lost
+    data, however long, not a cut record.
     """
     if len(head) < LENGTHS_SIZE:
         return False
     key_length, value_length = LENGTHS.unpack_from(head)
     if key_length == 0 and value_length == 0:
         return True
+    if batches and value_length == BATCH and key_length > 0:
+        return EMPTY_RECORD_SIZE + key_length <= tail
     if key_length < 0 or value_length < DELETED:
         return False
     return EMPTY_RECORD_SIZE + key_length + max(value_length, 0) <= tail
 
 
-def log_goes_on(fd, start, size, path):
+def log_goes_on(fd, start, size, path, batches):
     """True if a complete record with a valid checksum ends exactly at the end of the file.
 
     The unreadable tail from ``start`` is one record that claims to
@@ -93,7 +98,9 @@ def log_goes_on(fd, start, size, path):
     ends where the file ends. Only the last ``LAST_RECORD_SEARCH`` bytes
     are searched, and a record with neither key nor value bytes (its
     checksum is 0, and any run of zero bytes reads as such records) is
-    no evidence. ``path`` is the data file's.
+    no evidence. ``path`` is the data file's; ``batches``: it is of
+    format 2, where a batch record whose body's checksum matches is
+    evidence as well.
     """
     first = max(start + 1, size - LAST_RECORD_SEARCH)
     data = _files.read_at(fd, size - first, first)
@@ -101,13 +108,23 @@ def log_goes_on(fd, start, size, path):
         # A key length below 2**24 starts with a zero byte; from eight zero
         # bytes on, lengths read (0, 0): only a run's last bytes can start one.
         for position in range(max(run.start(), run.end() - LENGTHS_SIZE), run.end()):
-            if _ends_with_a_record_from(data, position, path):
+            if _ends_with_a_record_from(data, position, path, batches):
                 return True
     return False
 
 
-def _ends_with_a_record_from(data, position, path):
-    """True if ``data`` ends with a record from ``position`` that is evidence (``log_goes_on``)."""
+def _ends_with_a_record_from(data, position, path, batches):
+    """True if ``data`` ends with a record from ``position`` that is evidence (``log_goes_on``).
+
+    With ``batches``, a batch record whose body's checksum matches is one.
+    """
+    if batches and len(data) - position >= LENGTHS_SIZE:
+        body_length, value_length = LENGTHS.unpack_from(data, position)
+        if value_length == BATCH:
+            return (
+                0 < body_length == len(data) - position - EMPTY_RECORD_SIZE
+                and whole_batch(data, position, body_length, len(data))
+            )
     try:
         record = next(walk(data, position, path), None)
     except DBMLoadError:

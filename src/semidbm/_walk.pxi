@@ -34,14 +34,9 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
     memset(&index, 0, sizeof(Index))
     index.table.log = &log
     index.seed = random_seed()
-    parser.map = data
-    parser.base = 0
-    parser.seed = index.seed
-    parser.position = HEADER_SIZE
-    parser.size = size
-    parser.ahead = HEADER_SIZE
-    parser.followed = HEADER_SIZE
-    parser.corrupt = False
+    log.batches = check_header(PyBytes_FromStringAndSize(data, HEADER_SIZE),
+                               path)[0] >= _BATCH_FORMAT
+    parser_start(&parser, data, 0, index.seed, HEADER_SIZE, size, log.batches)
     try:
         while parsed == REPLAY_BLOCK:
             parsed = parse_block(&parser, block)
@@ -49,7 +44,7 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
             if check_checksums:
                 for at in range(parsed):
                     # A record parse_block found is whole: sound but for its checksum.
-                    if not sound_record(data, block[at].offset, size):
+                    if not sound_record(data, block[at].offset, size, False):
                         bad.append(block[at].offset)
             apply_block(&index, block, parsed, size)
             if progress is not None and parser.position >= next_report:

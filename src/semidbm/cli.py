@@ -26,7 +26,7 @@ import warnings
 
 from . import __version__, _checks, db, migrate
 from ._progress import Progress, human_bytes, quantity
-from .format import TORN_PREFIX
+from .format import BATCH_FORMAT, TORN_PREFIX
 
 #: Exit statuses.
 OK, FAILED, BAD_ARGUMENTS, DAMAGED = 0, 1, 2, 3
@@ -152,6 +152,17 @@ def build_parser():
     sub.add_argument("database", metavar="DB")
 
     sub = command("compact", run_compact, "rewrite the data file with only the live records")
+    sub.add_argument("database", metavar="DB")
+
+    sub = command(
+        "upgrade",
+        run_upgrade,
+        "convert a database to format 2.0, which has atomic batches",
+        "Rewrite DB in format 2.0 by compacting it, so that it has atomic "
+        "batches (Database.batch). semidbm 0.5.1 cannot open a database of "
+        "format 2.0; db.compact(format=1) turns it back. A database of "
+        "format 2 already is left as it is.",
+    )
     sub.add_argument("database", metavar="DB")
 
     sub = command(
@@ -416,6 +427,20 @@ def run_compact(args):
         "compacted %s: %s -> %s (freed %s)"
         % (args.database, human_bytes(before), human_bytes(after), human_bytes(before - after))
     )
+    return OK
+
+
+def run_upgrade(args):
+    """``upgrade``: compact into format 2.0, unless the database is of format 2 already."""
+    with db.open(args.database, "w") as database:
+        before = database.format_version
+        if before[0] < BATCH_FORMAT:
+            database.compact(format=BATCH_FORMAT)
+        after = database.format_version
+    if before == after:
+        print("%s is of format %d.%d already: nothing to do" % ((args.database,) + after))
+    else:
+        print("upgraded %s from format %d.%d to %d.%d" % ((args.database,) + before + after))
     return OK
 
 

@@ -27,7 +27,17 @@ from . import _files, _index, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
-from .format import COMPACT_NAME, DATA_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME, MAGIC
+from .format import (
+    COMPACT_NAME,
+    DATA_NAME,
+    DEFAULT_FORMAT,
+    INDEX_NAME,
+    INDEX_TEMP_NAME,
+    LOCK_NAME,
+    MAGIC,
+    check_format,
+    header,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -122,6 +132,7 @@ def open(
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
+    format: int | None = None,
 ) -> Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
@@ -153,6 +164,12 @@ def open(
             out; a writer cuts it off and keeps its bytes in
             ``data.torn-OFFSET``. Tails as a killed writer leaves them
             are always handled so, with a :class:`TornTailWarning`.
+        format: the major format of a database this call creates: ``1``
+            (the default: 1.1, semidbm 0.5.1's, which it reads and
+            writes) or ``2`` (2.0, which adds :meth:`Database.batch`;
+            0.5.1 refuses to open it). Given for an existing database,
+            it must be that database's (:attr:`Database.format_version`);
+            :meth:`Database.compact` converts one.
 
     Returns:
         Database: the open database; close it, or use it in a ``with`` block.
@@ -163,7 +180,8 @@ def open(
             the disk is touched.
         semidbm.error: the database is missing (``'r'``, ``'w'``), the
             path holds something else, another process has it open for
-            writing, or the operating system refused (with its ``errno``).
+            writing, it is of another format than ``format``, or the
+            operating system refused (with its ``errno``).
         semidbm.DBMLoadError: the data file is not a readable semidbm
             file: the message names the file and the offset of the damage.
 
@@ -184,6 +202,7 @@ def open(
         verify_checksums=verify_checksums,
         buffer_size=buffer_size,
         recover=recover,
+        format=format,
     )
 
 
@@ -196,6 +215,7 @@ def open_with(
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
+    format: int | None = None,
 ) -> Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
 
@@ -211,8 +231,9 @@ def open_with(
         raise ValueError(
             "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
         )
+    major = DEFAULT_FORMAT if format is None else check_format(format)
     path = os.fsdecode(os.fspath(filename))
-    directory, lock, created = _prepare(path, flag, mode)
+    directory, lock, created = _prepare(path, flag, mode, major)
     writable = flag != "r"
     try:
         # The constructor and the private slots are not in the public type (Database).
@@ -236,8 +257,12 @@ def open_with(
     database._lock = lock  # type: ignore[attr-defined]
     database._walk = None  # type: ignore[attr-defined]
     try:
+        if format is not None and database.format_version[0] != format:
+            raise DBMError(
+                _messages.OTHER_FORMAT % ((database.path,) + database.format_version + (format,))
+            )
         _warn_of_torn_tail(database.path, database.torn_tail)
-    except BaseException:  # a filter that turns warnings into errors
+    except BaseException:  # another format, or a filter that turns warnings into errors
         database.close()
         raise
     if writable:
@@ -268,13 +293,13 @@ def data_file(filename: StrOrBytesPath) -> str:
     ``verify``): the same checks as opening it read-only, and nothing is
     changed. Raises :class:`semidbm.error` if there is no such database.
     """
-    directory, _, _ = _prepare(os.fsdecode(os.fspath(filename)), "r", 0)
+    directory, _, _ = _prepare(os.fsdecode(os.fspath(filename)), "r", 0, DEFAULT_FORMAT)
     directory.close()
     return directory.data_path
 
 
-def _prepare(path, flag, mode):
-    """Check or create the database directory as ``flag`` asks.
+def _prepare(path, flag, mode, major):
+    """Check or create the database directory as ``flag`` asks (a new one of format ``major``).
 
     Returns the directory (a ``_files.Directory``, open), for a writer its
     lock, taken before anything in the directory is changed, and whether
@@ -282,35 +307,35 @@ def _prepare(path, flag, mode):
     DBMError.
     """
     try:
-        return _prepare_or_fail(path, flag, mode)
+        return _prepare_or_fail(path, flag, mode, major)
     except DBMError:
         raise
     except OSError as exc:
         raise _files.os_error(exc, "cannot open semidbm database") from None
 
 
-def _prepare_or_fail(path, flag, mode):
+def _prepare_or_fail(path, flag, mode, major):
     """``_prepare``, with the operating system's errors as they come."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         if flag in "rw":
             raise DBMError(errno.ENOENT, "no semidbm database", path) from None
-        return _create_database(path, mode) + (True,)
+        return _create_database(path, mode, major) + (True,)
     if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag in "cn":
         os.remove(path)
-        return _create_database(path, mode) + (True,)
+        return _create_database(path, mode, major) + (True,)
     if not stat.S_ISDIR(info.st_mode):
         raise DBMError("not a semidbm database (not a directory): %r" % path)
     directory = _files.Directory(path)
     try:
-        return _check_database(directory, flag, mode) + (False,)
+        return _check_database(directory, flag, mode, major) + (False,)
     except BaseException:
         directory.close()
         raise
 
 
-def _check_database(directory, flag, mode):
+def _check_database(directory, flag, mode, major):
     """``_prepare`` for an existing directory: check it, lock it for a writer, tidy it.
 
     Returns the directory and the lock (None for a reader).
@@ -338,7 +363,7 @@ def _check_database(directory, flag, mode):
         if data_info is None or flag == "n":
             # 'n': no index outlives the log it describes (docs/FORMAT.md, "Writing an index").
             _index.remove(directory)
-            _create_data_file(directory, mode)
+            _create_data_file(directory, mode, major)
     except BaseException:
         lock.release()
         raise
@@ -372,7 +397,7 @@ def _remove_leftovers(directory):
         os.rmdir(old_directory)
 
 
-def _create_database(path, mode):
+def _create_database(path, mode, major):
     """Make the directory for a new database, lock it and write its data file.
 
     Returns the directory and the lock. The parent directory is flushed
@@ -387,7 +412,7 @@ def _create_database(path, mode):
     try:
         directory = _files.Directory(path)
         lock = _lock.WriterLock(path, mode)
-        _create_data_file(directory, mode)
+        _create_data_file(directory, mode, major)
         _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
     except BaseException:
         if lock is not None:
@@ -417,8 +442,9 @@ def _remove_new_database(path):
         pass
 
 
-def _create_data_file(directory, mode):
-    """Write an empty data file (just the header) into ``directory``, atomically."""
-    directory.create_file(COMPACT_NAME, HEADER, mode)
+def _create_data_file(directory, mode, major):
+    """Write an empty data file (just the header of format ``major``) into ``directory``,
+    atomically."""
+    directory.create_file(COMPACT_NAME, header(major), mode)
     directory.replace(COMPACT_NAME, DATA_NAME)
     directory.fsync()

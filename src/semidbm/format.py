@@ -1,10 +1,12 @@
-"""Constants of the on-disk format (version 1.1, as semidbm 0.4 and 0.5; docs/FORMAT.md).
+"""Constants of the on-disk format (versions 1.1, as semidbm 0.4 and 0.5, and 2.0; docs/FORMAT.md).
 
 A database is a directory holding a file ``data``: an 8-byte header
 (magic ``SEMI``, major and minor version as big-endian 16-bit numbers)
 followed by records. A put record is key length and value length
 (big-endian signed 32-bit), the key, the value and a CRC-32 of key and
-value. A delete record has value length -1 and no value.
+value. A delete record has value length -1 and no value. Format 2.0
+adds the batch record (value length -2), whose records count all or not
+at all; a database has it only if asked for (``BATCH_FORMAT``).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from ._settings import DEFAULT_BUFFER_SIZE
 from .errors import DBMLoadError
 
 MAGIC = b"SEMI"
-MAJOR_VERSION = 1
-MINOR_VERSION = 1
 #: The header's major and minor version, after the magic.
 _VERSION = struct.Struct("!HH")
-HEADER = MAGIC + _VERSION.pack(MAJOR_VERSION, MINOR_VERSION)
-HEADER_SIZE = len(HEADER)
+#: The version each major format is written as: 1.1 (0.5.1's, the default) and 2.0 (batches).
+VERSIONS = {1: (1, 1), 2: (2, 0)}
+#: The major format a new database gets unless ``open(format=)`` says otherwise.
+DEFAULT_FORMAT = 1
+#: The first major format with batch records (docs/FORMAT.md, "Batches").
+BATCH_FORMAT = 2
+HEADER_SIZE = 8
 
 #: Size of a record's two length fields.
 LENGTHS_SIZE = 8
@@ -28,6 +33,10 @@ LENGTHS_SIZE = 8
 CHECKSUM_SIZE = 4
 #: The value length that marks a delete record.
 DELETED = -1
+#: The value length that marks a batch record (format 2 on): its key length is the body's.
+BATCH = -2
+#: A batch record's bytes before its body: the two lengths and the body's CRC-32.
+BATCH_HEAD_SIZE = LENGTHS_SIZE + CHECKSUM_SIZE
 #: Largest key or value length the signed 32-bit fields can hold.
 MAX_LENGTH = 2**31 - 1
 #: A record with neither key nor value bytes: twelve zero bytes (docs/FORMAT.md, "Zero runs").
@@ -61,10 +70,33 @@ def torn_tail_limit(buffer_size: int) -> int:
     return max(buffer_size, DEFAULT_BUFFER_SIZE)
 
 
+def header(major: int) -> bytes:
+    """The data file header of the major format ``major`` (a key of ``VERSIONS``)."""
+    return MAGIC + _VERSION.pack(*VERSIONS[major])
+
+
+#: The header of a file in the default format, 1.1.
+HEADER = header(DEFAULT_FORMAT)
+
+
+def check_format(major: object) -> int:
+    """Return ``major`` if it is a major format this semidbm writes (1 or 2), else raise.
+
+    For ``open(format=)`` and ``compact(format=)``: ValueError for another
+    number, TypeError for what is not an integer.
+    """
+    if not isinstance(major, int) or isinstance(major, bool):
+        raise TypeError("format must be 1 or 2, not %r" % (major,))
+    if major not in VERSIONS:
+        raise ValueError("format must be 1 or 2, not %d" % major)
+    return major
+
+
 def check_header(header: bytes, path: str) -> tuple[int, int]:
     """Raise DBMLoadError unless ``header`` is a data file header this version reads.
 
-    Returns the file's format version, ``(major, minor)``.
+    Returns the file's format version, ``(major, minor)``: major 1 (any
+    minor, as 0.5.1 reads them) or 2.
     """
     if len(header) < HEADER_SIZE:
         raise DBMLoadError(
@@ -74,9 +106,9 @@ def check_header(header: bytes, path: str) -> tuple[int, int]:
     if header[:4] != MAGIC:
         raise DBMLoadError("%s: not a semidbm data file (bad magic number)" % path)
     major, minor = _VERSION.unpack_from(header, len(MAGIC))
-    if major != MAJOR_VERSION:
+    if major not in VERSIONS:
         raise DBMLoadError(
-            "%s: unsupported format version %d.%d (this semidbm reads %d.x)"
-            % (path, major, minor, MAJOR_VERSION)
+            "%s: unsupported format version %d.%d (this semidbm reads 1.x and 2.x)"
+            % (path, major, minor)
         )
     return major, minor

@@ -29,6 +29,12 @@ uses the index, and requires the same contents; requires that an
 (tests/index_support.py checks it against docs/FORMAT.md); and requires
 that the next writer removes a leftover ``index.new``.
 
+The ``batch`` workload writes a database of format 2 mostly in batches
+(``Database.batch``) of up to 40 changes, some larger than the write
+buffer (written straight, so a kill can cut one anywhere): the state
+after the kill must be one where every batch happened whole or not at
+all.
+
 Run ``python -m tests.harness.crash --help`` from the repository root
 for long runs; the test suite runs a few hundred kills
 (tests/test_crash.py).
@@ -36,6 +42,7 @@ for long runs; the test suite runs a few hundred kills
 
 import argparse
 import collections
+import contextlib
 import os
 import random
 import signal
@@ -62,7 +69,12 @@ KEYSPACE = 1500
 #: What the ``index`` workload writes before an aimed close or compaction: past the
 #: 4 MiB of uncovered log at which a writer writes a new index.
 INDEX_AIM_BYTES = (4 << 20) + (256 << 10)
-WORKLOADS = ("default", "index")
+WORKLOADS = ("default", "index", "batch")
+#: The harness's own test (tests/test_batch.py): the ``batch`` workload with each batch's
+#: changes written one at a time, which the checks must catch.
+SPLIT_BATCHES = "split-batch"
+#: The most changes the ``batch`` workload puts in a batch.
+BATCH_CHANGES = 40
 
 
 def value_of(seed, size):
@@ -113,6 +125,9 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
         index_writer(database, note, rng, first_seed, aim_at_compaction,
                      lambda: db.open_with(_kernel.load(kernel_name), path, "w",
                                           buffer_size=buffer_size))
+    if workload in ("batch", SPLIT_BATCHES):
+        batch_writer(database, note, rng, first_seed, aim_at_compaction,
+                     workload == SPLIT_BATCHES)
     value_seed = first_seed
     operations = 0
     while True:
@@ -163,6 +178,69 @@ def compact(database, note):
     started = time.perf_counter()
     database.compact()
     note("compacted %.6f" % (time.perf_counter() - started))
+
+
+def batch_writer(database, note, rng, value_seed, aim, split):
+    """The ``batch`` workload: batches of sets and deletes, some single writes, syncs, compactions.
+
+    A batch is logged before it commits: ``batch N``, then its N changes.
+    ``split``: make each batch's changes one at a time instead (``SPLIT_BATCHES``).
+    """
+    operations = 0
+    while True:
+        operations += 1
+        roll = rng.random()
+        if aim and operations == 100:
+            print("compacting", flush=True)
+            roll = 1.0
+        if roll < 0.85:
+            value_seed = one_batch(database, note, rng, value_seed, split)
+        elif roll < 0.93:
+            set_one(database, note, rng, value_seed, value_size(rng))
+            value_seed += 1
+        elif roll < 0.99:
+            sync(database, note)
+        else:
+            compact(database, note)
+
+
+class _Split(Exception):
+    """Raised to discard a batch whose changes ``one_batch`` then makes one at a time."""
+
+
+def one_batch(database, note, rng, value_seed, split):
+    """Commit a batch of random sets and deletes (of keys present), logged first; the next seed.
+
+    ``split``: discard the batch and make its changes one at a time.
+    """
+    lines = []
+    changes = []
+    with contextlib.suppress(_Split), database.batch() as batch:
+        for _ in range(rng.randrange(1, BATCH_CHANGES + 1)):
+            key = b"k%d" % rng.randrange(KEYSPACE)
+            if rng.random() < 0.7:
+                size = value_size(rng)
+                changes.append((key, value_of(value_seed, size)))
+                batch[key] = changes[-1][1]
+                lines.append("set %s %d %d" % (key.decode(), value_seed, size))
+                value_seed += 1
+            else:
+                try:
+                    del batch[key]
+                except KeyError:
+                    continue
+                changes.append((key, None))
+                lines.append("del %s" % key.decode())
+        note("\n".join(["batch %d" % len(lines)] + lines))
+        if split:
+            raise _Split
+    if split:
+        for key, value in changes:
+            if value is None:
+                del database[key]
+            else:
+                database[key] = value
+    return value_seed
 
 
 def index_writer(database, note, rng, value_seed, aim, reopen):
@@ -218,18 +296,33 @@ class Log:
             lines.pop()  # a line cut by the kill: that step was never started
         self.operations = []  # (key, value or None for a delete)
         self.durable = 0  # operations covered by the last completed sync, close or compact
+        # The numbers of operations the database may hold: not one inside a batch.
+        self.boundaries = {0}
+        # The operations of the last batch or write logged, which may not have returned.
+        self.last_started = 0
         self.phase = "open"
+        batch_left = 0
         self.compaction_seconds = []
         self.close_seconds = []
         for line in lines:
             if not line:
                 continue
             word, *rest = line.split()
-            if word == "set":
+            in_batch = word == "batch" or batch_left > 0
+            if word in ("set", "del", "batch") and not batch_left:
+                self.last_started = len(self.operations)
+            if word == "batch":
+                batch_left = int(rest[0])
+            elif word == "set":
                 key, seed, size = rest
                 self.operations.append((key.encode(), value_of(int(seed), int(size))))
             elif word == "del":
                 self.operations.append((rest[0].encode(), None))
+            if word in ("set", "del", "batch"):
+                if word != "batch" and batch_left:
+                    batch_left -= 1
+                if not batch_left:
+                    self.boundaries.add(len(self.operations))
             elif word in ("synced", "compacted", "closed"):
                 self.durable = len(self.operations)
                 if rest:
@@ -237,6 +330,7 @@ class Log:
                     seconds.append(float(rest[0]))
             self.phase = {
                 "ready": "between",
+                "batch": "batch",
                 "set": "write",
                 "del": "write",
                 "sync": "sync",
@@ -246,6 +340,8 @@ class Log:
                 "close": "close",
                 "closed": "open",
             }[word]
+            if in_batch:
+                self.phase = "batch"
 
 
 def read_all(kernel, path, flag="r"):
@@ -317,7 +413,7 @@ class Harness:
     """Kills writers of one database again and again and checks it after each kill."""
 
     def __init__(self, path, kernel_name, buffer_size, seed, workload="default"):
-        if workload not in WORKLOADS:
+        if workload not in WORKLOADS + (SPLIT_BATCHES,):
             raise ValueError("unknown workload %r" % workload)
         self.path = str(path)
         self.kernel_name = kernel_name
@@ -340,7 +436,8 @@ class Harness:
         The database is made first (kills during its creation are
         tests/test_crash.py's).
         """
-        db.open_with(self.kernel, self.path, "c").close()
+        db.open_with(self.kernel, self.path, "c",
+                     format=2 if self.workload in ("batch", SPLIT_BATCHES) else None).close()
         for _ in range(kills):
             self.round()
             if self.failures:
@@ -440,8 +537,9 @@ class Harness:
         """Check the database against the log, then write after the recovery and check again."""
         low = log.durable
         if self.buffer_size == 0:
-            # Every operation before the last logged one returned: it is in the file.
-            low = max(low, len(log.operations) - (1 if log.phase == "write" else 0))
+            # Every operation (or batch) before the last logged one returned: it is in the file.
+            low = max(low, log.last_started if log.phase in ("write", "batch")
+                      else len(log.operations))
         try:
             recovered, caught = read_all(self.kernel, self.path)
         except Exception as exc:  # noqa: BLE001 - any failure to open is what we look for
@@ -454,7 +552,10 @@ class Harness:
             self.counts["torn tails"] += 1
         if self.workload == "index" and not self.same_without_the_index(recovered):
             return
-        prefixes = matching_prefixes(self.model, log.operations, recovered, low)
+        prefixes = [
+            p for p in matching_prefixes(self.model, log.operations, recovered, low)
+            if p in log.boundaries
+        ]
         if not prefixes:
             self.fail(describe_mismatch(self.model, log.operations, recovered, low))
             return

@@ -2,8 +2,9 @@
 
 Each input is a data file: a mutated valid file (truncated, bit-flipped,
 a length overwritten, bytes inserted, as in tests/test_kernels.py), a
-log of records whose length fields and checksums may lie, or random
-bytes after a real or damaged header. ``examine`` puts it through
+log of records whose length fields and checksums may lie (in format
+2.0, batch records too, whose body length, checksum and records may
+lie), or random bytes after a real or damaged header. ``examine`` puts it through
 everything a reader and a writer do with a file:
 
 - open read-only and read every key, with and without checksums;
@@ -55,7 +56,7 @@ from hypothesis import strategies as st
 
 import semidbm
 from semidbm import _checks, _fields, _kernel, db
-from semidbm.format import HEADER, INDEX_NAME
+from semidbm.format import HEADER, INDEX_NAME, header
 
 from .. import index_support
 
@@ -90,10 +91,26 @@ def records(draw):
     return lengths_field + key + (value or b"") + struct.pack("!I", checksum)
 
 
+@st.composite
+def batch_records(draw):
+    """A batch record (format 2.0) of ``records``; its body length or checksum may lie."""
+    body = b"".join(draw(st.lists(records(), max_size=4)))
+    body_length = len(body)
+    checksum = zlib.crc32(body)
+    lie = draw(st.sampled_from([None, None, "length", "checksum"]))
+    if lie == "length":
+        body_length = draw(lengths)
+    elif lie == "checksum":
+        checksum ^= draw(st.integers(1, 2**32 - 1))
+    return struct.pack("!iiI", body_length, -2, checksum) + body
+
+
 headers = st.one_of(
     st.just(HEADER),
     st.just(HEADER),
     st.just(HEADER),
+    st.just(header(2)),
+    st.just(header(2)),
     st.sampled_from([b"", b"SEM", b"SEMI\0\1\0\2", b"SEMI\0\2\0\1", b"SEMJ\0\1\0\1", HEADER[:7]]),
     st.binary(max_size=10),
 )
@@ -102,9 +119,14 @@ hostile_files = st.one_of(
     st.builds(mutate, st.just(sample_file()), st.lists(mutations, min_size=1, max_size=4)),
     st.builds(lambda head, body: head + b"".join(body), headers, st.lists(records(), max_size=8)),
     st.builds(
+        lambda head, body: head + b"".join(body),
+        headers,
+        st.lists(st.one_of(records(), batch_records()), max_size=6),
+    ),
+    st.builds(
         lambda head, body, changes: mutate(head + b"".join(body), changes),
         headers,
-        st.lists(records(), max_size=8),
+        st.lists(st.one_of(records(), records(), batch_records()), max_size=8),
         st.lists(mutations, max_size=3),
     ),
     st.builds(lambda head, body: head + body, headers, st.binary(max_size=300)),
@@ -171,6 +193,10 @@ def write_compact_reopen(kernel, path):
         first = sorted(expected)[0]
         del database[first]
         del expected[first]
+        if database.format_version[0] >= 2:
+            with database.batch() as batch:
+                batch[b"batched"] = expected[b"batched"] = b"value"
+                batch[b"fuzz"] = expected[b"fuzz"] = b"batched value"
         database.compact()
     with db.open_with(kernel, path, "r") as database:
         found = dict(database.items())

@@ -159,8 +159,10 @@ class Journal:
     ``sync()``, ``close()`` or ``compact()`` returns, ``durable N`` says
     the first N operations must survive; ``exists`` says an open with
     ``'c'`` or ``'n'`` has returned, so the database must open from then
-    on. An operation is ``(key, value)``, ``(key, None)`` a delete, and
-    ``(None, None)`` the emptying that opening with ``'n'`` is.
+    on. An operation is ``(key, value)``, ``(key, None)`` a delete,
+    ``(None, None)`` the emptying that opening with ``'n'`` is, and
+    ``(None, changes)`` a batch: a tuple of such ``(key, value)`` pairs,
+    which happen together or not at all.
     """
 
     def __init__(self, marks_path, kernel, path, start=None):
@@ -193,6 +195,17 @@ class Journal:
         self.note("op %d" % (len(self.operations) - 1))
         del database[key]
 
+    def batch(self, database, changes):
+        """Commit ``changes`` (``(key, value or None)`` pairs) as one batch: one operation."""
+        self.operations.append((None, tuple(changes)))
+        self.note("op %d" % (len(self.operations) - 1))
+        with database.batch() as batch:
+            for key, value in changes:
+                if value is None:
+                    del batch[key]
+                else:
+                    batch[key] = value
+
     def open(self, flag, **options):
         """Open the database as a writer; for ``'n'``, log the emptying first."""
         if flag == "n":
@@ -212,8 +225,8 @@ class Journal:
         database.sync()
         self.durable()
 
-    def compact(self, database):
-        database.compact()
+    def compact(self, database, **options):
+        database.compact(**options)
         self.durable()
 
     def close(self, database, compact=False):
@@ -228,7 +241,9 @@ def expected_state(start, operations):
     """The database after ``operations`` from ``start``."""
     state = dict(start)
     for key, value in operations:
-        if key is None:
+        if key is None and value is not None:
+            state = expected_state(state, value)  # a batch
+        elif key is None:
             state.clear()
         elif value is None:
             state.pop(key, None)
@@ -248,6 +263,15 @@ def matching_prefixes(start, operations, recovered, low, high):
     return found
 
 
+def _changes(operations):
+    """The operations with each batch's changes in its place."""
+    for key, value in operations:
+        if key is None and value is not None:
+            yield from value
+        else:
+            yield key, value
+
+
 def describe_mismatch(start, operations, recovered, low, high):
     """How ``recovered`` differs from the closest state it may be: for failure reports.
 
@@ -256,7 +280,7 @@ def describe_mismatch(start, operations, recovered, low, high):
     the disk did not write reads as).
     """
     written = {}
-    for key, value in list(start.items()) + operations[:high]:
+    for key, value in list(start.items()) + list(_changes(operations[:high])):
         if key is not None and value is not None:
             written.setdefault(key, []).append(value)
     notes = []
@@ -562,6 +586,34 @@ def _torn(journal):
     journal.close(database)
 
 
+def _batches(journal):
+    """Format 2's batches: in the buffer and larger than it (written straight, over pages).
+
+    With deletes, the empty key and value as a batch's last record (its
+    twelve zero bytes end the batch), syncs and a compaction between.
+    """
+    database = journal.open("c", format=2, buffer_size=4096)
+    journal.put(database, b"a", journal.value(30))
+    journal.batch(database, [(b"a", journal.value(10)), (b"b", journal.value(2000)), (b"", b"")])
+    journal.sync(database)
+    journal.batch(database, [(b"c", journal.value(9000)), (b"a", None), (b"d", journal.value(5))])
+    journal.batch(database, [(b"b", None), (b"e", journal.value(100))])
+    journal.sync(database)
+    journal.batch(database, [(b"", None), (b"f", journal.value(7000)), (b"", b"")])
+    journal.compact(database)
+    journal.batch(database, [(b"c", journal.value(50)), (b"g", journal.value(6000))])
+    journal.close(database)
+
+
+def _upgrade(journal):
+    """A database of format 1.1 compacted into format 2.0, then a batch."""
+    database = journal.open("w")
+    journal.put(database, b"k1", journal.value(40))
+    journal.compact(database, format=2)
+    journal.batch(database, [(b"k2", None), (b"k3", journal.value(5000)), (b"new", b"")])
+    journal.close(database)
+
+
 def _index_start(kernel):
     """The ``index`` workload's initial tree: nothing, or for the pure kernel an indexed database.
 
@@ -674,6 +726,8 @@ WORKLOADS.update(
     (workload.name, workload)
     for workload in (
         Workload("reader", _reader, _existing(SOME)),
+        Workload("batches", _batches),
+        Workload("upgrade", _upgrade, _existing(SOME)),
         Workload("torn", _torn, _existing(SOME, tail=_TORN_TAIL)),
         Workload("index", _under_index_tail(_index_life), _index_start),
     )

@@ -1,0 +1,116 @@
+"""Atomic batches: writes and deletes that reach the file all or nothing (``Database.batch``).
+
+A :class:`Batch` collects changes in memory; leaving its ``with`` block
+without an exception commits them as one batch record, which every
+reader, after a crash or a power cut too, finds whole or not at all
+(docs/FORMAT.md, "Batches"); an exception discards them. The kernel
+writes the record (``_interface.Store._commit_batch``); what a batch
+holds and checks as it is filled is written here once, for both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from . import _messages
+from ._records import as_bytes
+from .errors import DBMError
+from .format import EMPTY_RECORD_SIZE, MAX_LENGTH
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+    from ._database import Data, Database
+
+
+class Batch:
+    """Changes to a database that reach its file together: all of them, or none.
+
+    Made by :meth:`semidbm.Database.batch`. Set and delete keys on it as
+    on the database; they are kept in memory, and reach the database
+    (and its readers) together when the ``with`` block ends without an
+    exception. An exception, or leaving without the block, discards them.
+    Reading the database meanwhile shows it as it was before the batch.
+    """
+
+    __slots__ = ("_database", "_changes", "_size", "_open")
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        #: The last change of each key: its new value, or None for a delete.
+        self._changes: dict[bytes, bytes | None] = {}
+        #: The bytes of the records the changes make (a batch record holds at most MAX_LENGTH).
+        self._size = 0
+        self._open = True
+
+    def __setitem__(self, key: Data, value: Data) -> None:
+        """Set ``key`` to ``value`` when the batch commits (str as UTF-8, as the database)."""
+        self._check_open()
+        self._change(as_bytes(key, "keys"), as_bytes(value, "values"))
+
+    def __delitem__(self, key: Data) -> None:
+        """Delete ``key`` when the batch commits.
+
+        Raises:
+            KeyError: the key is neither in the database nor set by the
+                batch, or the batch deletes it already.
+        """
+        self._check_open()
+        stored = as_bytes(key, "keys")
+        if stored in self._changes:
+            present = self._changes[stored] is not None
+        else:
+            present = stored in self._database
+        if not present:
+            raise KeyError(key)
+        self._change(stored, None)
+
+    def update(
+        self, other: Mapping[Data, Data] | Iterable[tuple[Data, Data]] = (), /, **kwds: Data
+    ) -> None:
+        """Set every key of ``other`` (a mapping, or pairs) and of ``kwds``, as ``dict.update``."""
+        pairs = other.items() if isinstance(other, Mapping) else other
+        for key, value in pairs:
+            self[key] = value
+        for key, value in kwds.items():
+            self[key] = value
+
+    def __len__(self) -> int:
+        """The number of keys the batch changes."""
+        return len(self._changes)
+
+    def _change(self, key: bytes, value: bytes | None) -> None:
+        """Record ``key``'s last change; ValueError if the batch would outgrow its record."""
+        size = self._size + _record_size(key, value)
+        if key in self._changes:
+            size -= _record_size(key, self._changes[key])
+        if size > MAX_LENGTH:
+            raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+        self._changes[key] = value
+        self._size = size
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise DBMError(_messages.BATCH_OVER)
+
+    def __enter__(self) -> Self:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Commit the changes, unless the block raised: then they are discarded."""
+        changes, self._changes, self._open = self._changes, {}, False
+        if exc_type is None and changes:
+            self._database._commit_batch(list(changes.items()))
+
+
+def _record_size(key: bytes, value: bytes | None) -> int:
+    """The bytes of the record of a change (``value`` None: a delete)."""
+    return EMPTY_RECORD_SIZE + len(key) + (0 if value is None else len(value))

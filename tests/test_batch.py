@@ -1,0 +1,565 @@
+"""Atomic batches and format 2.0 (docs/FORMAT.md, "Batches"; ``Database.batch``).
+
+What a batch does on both kernels; the format a database is created in,
+upgraded to and compacted into; the batch record's bytes, built here
+independently of semidbm; what the replay does with a batch that is cut,
+damaged or malformed; a reader that refreshes while batches are written;
+the command's ``upgrade``; and the crash and power-loss harnesses on
+batches, each shown to catch batches that are not atomic.
+"""
+
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import semidbm
+from semidbm import _batch, _kernel, _pure, _records, cli, db
+
+from .conftest import IMPLEMENTATIONS, kernel_name
+from .harness import crash, powerloss
+from .test_power_loss import _remove, needs_fuse
+
+HEADER_1_1 = b"SEMI" + struct.pack("!HH", 1, 1)
+HEADER_2_0 = b"SEMI" + struct.pack("!HH", 2, 0)
+posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
+
+
+def put_record(key, value):
+    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack(
+        "!I", zlib.crc32(key + value))
+
+
+def delete_record(key):
+    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key))
+
+
+def batch_record(*records):
+    """A batch record of ``records``, as FORMAT.md lays it out: lengths, the body's CRC, body."""
+    body = b"".join(records)
+    return struct.pack("!iiI", len(body), -2, zlib.crc32(body)) + body
+
+
+def write_data(path, *records, header=HEADER_2_0):
+    path.mkdir()
+    (path / "data").write_bytes(header + b"".join(records))
+
+
+# --- what a batch does ---
+
+
+def test_a_batch_commits_its_changes_together(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        database.update({b"a": b"1", b"b": b"2", b"c": b"3"})
+        with database.batch() as batch:
+            batch[b"a"] = b"10"
+            del batch[b"b"]
+            batch.update({"d": "4"}, e=b"5")
+            batch[b"c"] = bytearray(b"30")
+            assert len(batch) == 5
+            # Nothing reaches the database before the block ends.
+            assert dict(database.items()) == {b"a": b"1", b"b": b"2", b"c": b"3"}
+        expected = {b"a": b"10", b"c": b"30", b"d": b"4", b"e": b"5"}
+        assert dict(database.items()) == expected
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == expected
+
+
+def test_an_exception_discards_the_batch_and_writes_nothing(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        database.sync()
+        size = os.path.getsize(database.path)
+        with pytest.raises(RuntimeError), database.batch() as batch:
+            batch[b"a"] = b"2"
+            del batch[b"a"]
+            raise RuntimeError
+        assert dict(database.items()) == {b"a": b"1"}
+        database.sync()
+        assert os.path.getsize(database.path) == size
+        with database.batch():
+            pass  # an empty batch writes nothing
+        database.sync()
+        assert os.path.getsize(database.path) == size
+
+
+def test_deleting_in_a_batch_needs_a_live_key(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"there"] = b"1"
+        with database.batch() as batch:
+            with pytest.raises(KeyError, match="missing"):
+                del batch["missing"]
+            batch[b"new"] = b"2"
+            del batch[b"new"]  # set by the batch itself
+            del batch[b"there"]
+            with pytest.raises(KeyError):
+                del batch[b"there"]  # deleted by the batch already
+        assert dict(database.items()) == {}
+        database.sync()
+        # No record deletes a key that was not there (b"new" never reached the file).
+    assert b"new" not in (dbpath / "data").read_bytes()
+
+
+def test_a_batch_checks_what_it_is_given(dbopen, dbpath, monkeypatch):
+    with dbopen(dbpath, "c", format=2) as database:
+        with database.batch() as batch:
+            with pytest.raises(TypeError, match="int"):
+                batch[1] = b"x"
+            with pytest.raises(TypeError, match="NoneType"):
+                batch[b"k"] = None
+            monkeypatch.setattr(_batch, "MAX_LENGTH", 100)
+            batch[b"k"] = b"v" * 50
+            with pytest.raises(ValueError, match="at most"):
+                batch[b"l"] = b"v" * 50
+            batch[b"k"] = b"w" * 70  # replaces the change of k: the batch does not grow by it
+        assert dict(database.items()) == {b"k": b"w" * 70}
+
+
+def test_a_batch_is_over_after_its_block(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        with database.batch() as batch:
+            batch[b"a"] = b"1"
+        for use in (lambda: batch.__setitem__(b"b", b"2"), lambda: batch.__delitem__(b"a"),
+                    lambda: batch.__enter__()):
+            with pytest.raises(semidbm.error, match="over"):
+                use()
+        assert dict(database.items()) == {b"a": b"1"}
+
+
+def test_a_batch_needs_an_open_writable_database_of_format_2(dbopen, dbpath, tmp_path):
+    with dbopen(dbpath, "c") as database:
+        with pytest.raises(semidbm.error) as info:
+            database.batch()
+        assert "format 1.1" in str(info.value)
+        assert "compact(format=2)" in str(info.value)
+        assert "semidbm upgrade" in str(info.value)
+        with pytest.raises(semidbm.error, match="format 1.1"):
+            database._commit_batch([(b"a", b"1")])  # the kernel refuses it too
+    other = tmp_path / "v2.db"
+    dbopen(other, "c", format=2).close()
+    with dbopen(other, "r") as database, pytest.raises(semidbm.error, match="read-only"):
+        database.batch()
+    database = dbopen(other, "w")
+    batch = database.batch()
+    database.close()
+    with pytest.raises(semidbm.error, match="closed"):
+        database.batch()
+    with pytest.raises(semidbm.error, match="closed"), batch:
+        batch[b"a"] = b"1"
+
+
+def test_the_kernels_write_the_same_bytes(tmp_path):
+    data = {}
+    for name in IMPLEMENTATIONS:
+        path = tmp_path / name
+        with db.open_with(_kernel.load(name), path, "c", format=2) as database:
+            database[b"a"] = b"1"
+            with database.batch() as batch:
+                batch[b"a"] = b"2"
+                batch[b""] = b""
+                batch[b"big"] = b"x" * 3_000_000  # larger than the buffer: written straight
+            with database.batch() as batch:
+                del batch[b"a"]
+                batch[b"b"] = b"3"
+        data[name] = (path / "data").read_bytes()
+    assert len(set(data.values())) == 1
+
+
+def test_the_batch_record_is_as_the_format_says(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        with database.batch() as batch:
+            batch[b"b"] = b"2"
+            del batch[b"a"]
+            batch[b""] = b""
+    expected = HEADER_2_0 + put_record(b"a", b"1") + batch_record(
+        put_record(b"b", b"2"), delete_record(b"a"), put_record(b"", b""))
+    assert (dbpath / "data").read_bytes() == expected
+
+
+def test_a_batch_independently_built_is_read(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), batch_record(
+        put_record(b"b", b"2"), delete_record(b"a"), delete_record(b"never there"),
+        put_record(b"b", b"3")), put_record(b"c", b"4"))
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"b": b"3", b"c": b"4"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.tuples(
+    st.booleans(), st.lists(st.tuples(st.sampled_from([b"", b"a", b"b", b"c" * 300]),
+                                      st.one_of(st.none(), st.binary(max_size=20))),
+                            max_size=6)),
+    max_size=8))
+def test_batches_and_single_writes_match_a_dict(tmp_path_factory, steps):
+    for name in IMPLEMENTATIONS:
+        path = tmp_path_factory.mktemp(name) / "db"
+        kernel = _kernel.load(name)
+        model = {}
+        with db.open_with(kernel, path, "c", format=2, buffer_size=64) as database:
+            for batched, changes in steps:
+                if batched:
+                    with database.batch() as batch:
+                        for key, value in changes:
+                            if value is not None:
+                                batch[key] = model[key] = value
+                            elif key in model:
+                                del batch[key]
+                                del model[key]
+                else:
+                    for key, value in changes:
+                        if value is not None:
+                            database[key] = model[key] = value
+                        elif key in model:
+                            del database[key]
+                            del model[key]
+                assert dict(database.items()) == model
+        with db.open_with(kernel, path) as database:
+            assert dict(database.items()) == model
+
+
+def test_a_batch_deleting_keys_another_thread_deletes(dbopen, dbpath):
+    # A batch's commit runs whole before any other thread's write (the GIL is
+    # not released): a thread deleting a key the batch deletes cannot make it
+    # write a delete of a missing key.
+    with dbopen(dbpath, "c", format=2) as database:
+        for key in range(200):
+            database[b"%d" % key] = b"v"
+        stop = threading.Event()
+
+        def deleter():
+            for key in range(200):
+                database.pop(b"%d" % key, None)
+            stop.set()
+
+        thread = threading.Thread(target=deleter)
+        thread.start()
+        while not stop.is_set():
+            try:
+                with database.batch() as batch:
+                    for key in random.sample(range(200), 20):
+                        if b"%d" % key in database:
+                            del batch[b"%d" % key]
+            except KeyError:
+                pass  # gone between the check and the delete: the batch is discarded
+        thread.join()
+        assert dict(database.items()) == {}
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {}
+
+
+# --- the format: choosing it, upgrading, compacting ---
+
+
+def test_the_format_of_a_new_database(dbopen, tmp_path):
+    with dbopen(tmp_path / "default", "c") as database:
+        assert database.format_version == (1, 1)
+    assert (tmp_path / "default" / "data").read_bytes() == HEADER_1_1
+    with dbopen(tmp_path / "two", "c", format=2) as database:
+        assert database.format_version == (2, 0)
+    assert (tmp_path / "two" / "data").read_bytes() == HEADER_2_0
+    with dbopen(tmp_path / "two", "n", format=1) as database:
+        assert database.format_version == (1, 1)
+    with dbopen(tmp_path / "two", "r") as database:
+        assert database.format_version == (1, 1)
+
+
+def test_a_bad_format_is_refused_before_the_disk_is_touched(dbopen, dbpath):
+    for bad, error in ((3, ValueError), (0, ValueError), ("2", TypeError), (True, TypeError),
+                       (2.0, TypeError)):
+        with pytest.raises(error, match="format must be 1 or 2"):
+            dbopen(dbpath, "c", format=bad)
+        assert not dbpath.exists()
+    dbopen(dbpath, "c").close()
+    with dbopen(dbpath, "w") as database, pytest.raises(ValueError, match="format must be"):
+        database.compact(format=3)
+
+
+def test_opening_an_existing_database_with_another_format_is_refused(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        database[b"a"] = b"1"
+    for flag in "rwc":
+        with pytest.raises(semidbm.error) as info:
+            dbopen(dbpath, flag, format=2)
+        assert "format 1.1, not 2" in str(info.value)
+        assert "compact(format=)" in str(info.value)
+    # Refused without a change, and the lock given back.
+    with dbopen(dbpath, "w", format=1) as database:
+        assert dict(database.items()) == {b"a": b"1"}
+    assert (dbpath / "data").read_bytes() == HEADER_1_1 + put_record(b"a", b"1")
+
+
+def test_compaction_upgrades_keeps_and_turns_back_the_format(dbopen, dbpath):
+    with dbopen(dbpath, "c") as database:
+        database[b"a"] = b"1"
+        database[b""] = b""
+        database.compact(format=2)
+        assert database.format_version == (2, 0)
+        with database.batch() as batch:
+            batch[b"b"] = b"2"
+        database.compact()  # never back to 1.1 unless asked
+        assert database.format_version == (2, 0)
+        assert (dbpath / "data").read_bytes()[:8] == HEADER_2_0
+        database.close(compact=True)
+    with dbopen(dbpath, "w") as database:
+        assert database.format_version == (2, 0)
+        database.compact(format=1)  # the batch's records become records of their own
+        assert database.format_version == (1, 1)
+        assert dict(database.items()) == {b"a": b"1", b"": b"", b"b": b"2"}
+    data = (dbpath / "data").read_bytes()
+    assert data[:8] == HEADER_1_1 and struct.pack("!i", -2) not in data
+
+
+def test_a_reader_follows_the_writer_s_upgrade(dbopen, dbpath):
+    with dbopen(dbpath, "c") as writer:
+        writer[b"a"] = b"1"
+        writer.sync()
+        with dbopen(dbpath, "r") as reader:
+            writer.compact(format=2)
+            with writer.batch() as batch:
+                batch[b"b"] = b"2"
+            writer.sync()
+            reader.refresh()
+            assert reader.format_version == (2, 0)
+            assert dict(reader.items()) == {b"a": b"1", b"b": b"2"}
+
+
+def test_the_command_upgrades(dbpath, capsys):
+    with semidbm.open(dbpath, "c") as database:
+        database[b"a"] = b"1"
+    assert cli.main(["upgrade", str(dbpath)]) == 0
+    assert "from format 1.1 to 2.0" in capsys.readouterr().out
+    assert cli.main(["upgrade", str(dbpath)]) == 0
+    assert "2.0 already" in capsys.readouterr().out
+    with semidbm.open(dbpath, "w") as database:
+        assert database.format_version == (2, 0)
+        assert dict(database.items()) == {b"a": b"1"}
+    assert cli.main(["stats", str(dbpath)]) == 0
+    assert "2.0" in capsys.readouterr().out
+
+
+def test_verify_checks_the_records_of_batches(dbpath, capsys):
+    with semidbm.open(dbpath, "c", format=2) as database:
+        with database.batch() as batch:
+            batch[b"a"] = b"1" * 100
+            batch[b"b"] = b"2"
+    assert cli.main(["verify", str(dbpath)]) == 0
+    data = bytearray((dbpath / "data").read_bytes())
+    # A byte of a's value, and the batch's own checksum to match: only a's record is bad.
+    data[8 + 12 + 8 + 1 + 50] ^= 1
+    data[16:20] = struct.pack("!I", zlib.crc32(bytes(data[20:])))
+    (dbpath / "data").write_bytes(bytes(data))
+    assert cli.main(["verify", str(dbpath)]) == 3
+    assert "offset %d" % (8 + 12) in capsys.readouterr().out
+
+
+# --- cut, damaged and malformed batches ---
+
+
+def test_a_batch_cut_short_is_a_torn_tail(dbopen, dbpath):
+    whole = put_record(b"a", b"1")
+    cut = batch_record(put_record(b"b", b"2"), put_record(b"c", b"3"))
+    for length in (4, 12, 20, len(cut) - 1):
+        shutil.rmtree(dbpath, ignore_errors=True)
+        write_data(dbpath, whole, cut[:length])
+        with pytest.warns(semidbm.TornTailWarning):
+            with dbopen(dbpath, "w") as database:
+                assert dict(database.items()) == {b"a": b"1"}
+        assert (dbpath / "data").read_bytes() == HEADER_2_0 + whole
+
+
+@pytest.mark.parametrize("place", ["body", "checksum", "zeros"])
+def test_a_batch_whose_checksum_fails_is_left_out_with_what_follows(dbopen, dbpath, place):
+    whole = put_record(b"a", b"1")
+    damaged = bytearray(batch_record(put_record(b"b", b"2" * 5000), put_record(b"c", b"3")))
+    if place == "body":
+        damaged[40] ^= 0x10
+    elif place == "checksum":
+        damaged[9] ^= 1
+    else:  # a page the disk did not write
+        damaged[100:4196] = bytes(4096)
+    after = put_record(b"d", b"4") * 200_000  # far longer than a write buffer
+    write_data(dbpath, whole, bytes(damaged), after)
+    with pytest.warns(semidbm.TornTailWarning):
+        with dbopen(dbpath, "w") as database:
+            assert dict(database.items()) == {b"a": b"1"}
+    kept = [name for name in os.listdir(dbpath) if name.startswith("data.torn-")]
+    assert kept == ["data.torn-%d" % (8 + len(whole))]
+    assert (dbpath / kept[0]).read_bytes() == bytes(damaged) + after
+
+
+def test_a_batch_of_malformed_records_is_corrupt(dbopen, dbpath):
+    whole = put_record(b"a", b"1")
+    bad_bodies = [
+        put_record(b"b", b"2")[:-1],  # a record crossing the body's end
+        put_record(b"b", b"2") + b"\0\0\0",  # bytes left over
+        struct.pack("!ii", 1, -3) + b"x" + b"\0" * 4,  # impossible lengths
+        batch_record(put_record(b"b", b"2")),  # a batch inside a batch
+        b"",  # an empty batch: a batch holds one record at least
+    ]
+    for body in bad_bodies:
+        shutil.rmtree(dbpath, ignore_errors=True)
+        record = struct.pack("!iiI", len(body), -2, zlib.crc32(body)) + body
+        write_data(dbpath, whole, record, put_record(b"c", b"3"))
+        with pytest.raises(semidbm.DBMLoadError) as info:
+            dbopen(dbpath, "r", recover=True)
+        assert "offset %d" % (8 + len(whole)) in str(info.value)
+
+
+def test_a_batch_record_in_a_file_of_format_1_1_is_corrupt(dbopen, dbpath):
+    write_data(dbpath, put_record(b"a", b"1"), batch_record(put_record(b"b", b"2")),
+               header=HEADER_1_1)
+    with pytest.raises(semidbm.DBMLoadError, match="value length -2"):
+        dbopen(dbpath, "r")
+
+
+def test_a_batch_ending_in_the_empty_record_ends_the_log(dbopen, dbpath):
+    # The batch's last twelve bytes are zeros: the batch is whole all the same.
+    write_data(dbpath, batch_record(put_record(b"a", b"1"), put_record(b"", b"")))
+    with dbopen(dbpath, "w") as database:
+        assert dict(database.items()) == {b"a": b"1", b"": b""}
+
+
+# --- readers, the index file ---
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from semidbm import _kernel, db
+    path, kernel, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with db.open_with(_kernel.load(kernel), path, "w", buffer_size=4096) as database:
+        print("ready", flush=True)
+        for generation in range(1, rounds + 1):
+            with database.batch() as batch:
+                for key in range(20):
+                    size = 9000 if key % 7 == 0 else 10
+                    batch[b"k%d" % key] = (b"%d." % generation).ljust(size, b"x")
+            if generation % 5 == 0:
+                database.sync()
+""")
+
+
+@posix_only
+def test_a_reader_never_sees_part_of_a_batch(kernel, dbpath):
+    with db.open_with(kernel, dbpath, "c", format=2) as database:
+        for key in range(20):
+            database[b"k%d" % key] = b"0."
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(dbpath), kernel_name(kernel),
+                              "300"], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        seen = set()
+        with db.open_with(kernel, dbpath, "r") as reader:
+            while True:
+                running = child.poll() is None
+                reader.refresh()
+                generations = {value.split(b".")[0] for value in reader.values()}
+                assert len(generations) == 1, generations
+                seen.add(int(generations.pop()))
+                if not running:
+                    break
+    finally:
+        child.wait()
+        child.stdout.close()
+    assert child.returncode == 0
+    assert max(seen) == 300 and len(seen) > 2  # the reader saw batches come, and the last
+
+
+def test_the_index_file_covers_batches(dbpath):
+    compiled = _kernel.load("cython") if "cython" in IMPLEMENTATIONS else None
+    if compiled is None:
+        pytest.skip("needs the compiled kernel, which writes index files")
+    with db.open_with(compiled, dbpath, "c", format=2) as database:
+        for start in range(0, 6000, 100):
+            with database.batch() as batch:
+                for key in range(start, start + 100):
+                    batch[b"%d" % key] = b"v" * 900
+            if start % 1000 == 0:
+                with database.batch() as batch:
+                    del batch[b"%d" % start]
+    with db.open_with(compiled, dbpath, "r") as database:
+        assert database.index_covered > 0
+        indexed = dict(database.items())
+    with db.open_with(_pure, dbpath, "r") as database:
+        assert dict(database.items()) == indexed
+    assert len(indexed) == 6000 - 6
+
+
+# --- the harnesses ---
+
+
+#: Kills per kernel for the batch workload in the suite; the documented long run does more.
+KILLS = {"cython": 24, "python": 16}
+
+
+@posix_only
+@pytest.mark.parametrize("buffer_size", [0, 1 << 20], ids=["unbuffered", "buffered"])
+def test_batch_writers_killed_at_random_moments(kernel, tmp_path, buffer_size):
+    name = kernel_name(kernel)
+    harness = crash.Harness(tmp_path / "db", name, buffer_size, seed=buffer_size + 7,
+                            workload="batch")
+    try:
+        failures = harness.run(KILLS[name])
+    finally:
+        harness.close()
+    assert failures == []
+    assert harness.counts["kills during batch"] > 0, harness.counts
+
+
+@posix_only
+def test_the_crash_harness_catches_batches_written_a_change_at_a_time(tmp_path):
+    harness = crash.Harness(tmp_path / "db", IMPLEMENTATIONS[-1], 0, seed=5,
+                            workload=crash.SPLIT_BATCHES)
+    try:
+        failures = harness.run(60)
+    finally:
+        harness.close()
+    assert failures and "no prefix" in failures[0], failures
+
+
+def test_the_crash_log_allows_no_state_inside_a_batch():
+    log = crash.Log("ready\nset k1 1 3\nbatch 2\nset k2 2 3\ndel k1\nset k3 3 3\n")
+    assert log.boundaries == {0, 1, 3, 4}
+    assert log.phase == "write" and log.last_started == 3
+    cut = crash.Log("ready\nbatch 3\nset k2 2 3\ndel k1\n")
+    assert cut.boundaries == {0} and cut.phase == "batch"
+
+
+@needs_fuse
+@pytest.mark.parametrize("name", ["batches", "upgrade"])
+def test_every_cut_point_of_the_batch_workloads_under_every_rule(kernel, name, tmp_path):
+    checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
+    try:
+        points = powerloss.explore(powerloss.WORKLOADS[name], kernel, checker,
+                                   powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
+                                   random.Random(name), samples=4, place=str(tmp_path))
+    finally:
+        _remove(checker.scratch)
+    assert checker.failures == [], "\n\n".join(checker.failures[:3])
+    assert points >= 10 and checker.counts["trees checked"] > points
+
+
+@needs_fuse
+def test_the_power_loss_harness_catches_batches_taken_without_their_checksum(tmp_path,
+                                                                            monkeypatch):
+    # Taken whole whatever their checksum, batches holding pages the disk did
+    # not write give values never written, or part of a batch.
+    monkeypatch.setattr(_records, "whole_batch",
+                        lambda data, position, length, end: position + 12 + length <= end)
+    checker = powerloss.Checker({"python": _pure}, powerloss.scratch_directory("pl-"))
+    try:
+        powerloss.explore(powerloss.WORKLOADS["batches"], _pure, checker,
+                          powerloss.SAFE_RULES + powerloss.HAZARD_RULES, random.Random(1),
+                          samples=4, place=str(tmp_path))
+    finally:
+        _remove(checker.scratch)
+    assert checker.failures, checker.counts
