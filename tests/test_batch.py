@@ -74,6 +74,25 @@ def test_a_batch_commits_its_changes_together(dbopen, dbpath):
         assert dict(database.items()) == expected
 
 
+class KeysOnly:
+    """Not a Mapping, but has keys() and item access: update looks each key up."""
+
+    def keys(self):
+        return [b"x", "y"]
+
+    def __getitem__(self, key):
+        return b"value of %r" % (key,)
+
+
+def test_a_batch_updates_as_mutable_mappings_do(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        with database.batch() as batch:
+            batch.update(KeysOnly())
+            batch.update([(b"p", b"1"), ("q", "2")], r=b"3")
+        assert dict(database.items()) == {
+            b"x": b"value of b'x'", b"y": b"value of 'y'", b"p": b"1", b"q": b"2", b"r": b"3"}
+
+
 def test_an_exception_discards_the_batch_and_writes_nothing(dbopen, dbpath):
     with dbopen(dbpath, "c", format=2) as database:
         database[b"a"] = b"1"

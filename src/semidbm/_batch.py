@@ -70,8 +70,17 @@ class Batch:
     def update(
         self, other: Mapping[Data, Data] | Iterable[tuple[Data, Data]] = (), /, **kwds: Data
     ) -> None:
-        """Set every key of ``other`` (a mapping, or pairs) and of ``kwds``, as ``dict.update``."""
-        pairs = other.items() if isinstance(other, Mapping) else other
+        """Set every key of ``other`` and of ``kwds``, as ``MutableMapping.update`` does.
+
+        ``other`` is a mapping, an object with ``keys()`` (each key is then
+        looked up in it), or an iterable of ``(key, value)`` pairs.
+        """
+        if isinstance(other, Mapping):
+            pairs: Iterable[tuple[Data, Data]] = other.items()
+        elif hasattr(other, "keys"):
+            pairs = ((key, other[key]) for key in other.keys())  # type: ignore[index]
+        else:
+            pairs = other
         for key, value in pairs:
             self[key] = value
         for key, value in kwds.items():
