@@ -14,6 +14,30 @@ from . import _files, _index
 from .errors import DBMError
 from .format import COMPACT_NAME, DATA_NAME, HEADER
 
+#: Whether the system refuses to rename a file over one that is mapped
+#: (Windows): a view of a value (``Database.view``) keeps the data file
+#: mapped, so a compaction cannot install its copy while one is alive.
+#: Tests set it to exercise that branch elsewhere.
+RENAME_OVER_MAPPED_REFUSED = os.name == "nt"
+
+#: The error of a compaction refused because views are alive (``check_views_released``).
+VIEWS_ALIVE = (
+    "cannot compact %s while %d view(s) of its values are alive: this system cannot "
+    "replace a mapped file; release them (memoryview.release(), or drop every reference) first"
+)
+
+
+def check_views_released(path, alive):
+    """Refuse a compaction before it writes anything, where ``alive`` views would make it fail.
+
+    ``alive`` is how many views the store has handed out that are still
+    held. Where ``RENAME_OVER_MAPPED_REFUSED``, the rename at the end
+    would fail with them, after the whole copy was written: a DBMError
+    that says so now is clearer.
+    """
+    if alive and RENAME_OVER_MAPPED_REFUSED:
+        raise DBMError(VIEWS_ALIVE % (path, alive))
+
 
 def write_compacted(directory, fd, write_records):
     """Write a compacted copy of the data file (open as ``fd``) beside it, flushed to disk.
