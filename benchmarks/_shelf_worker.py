@@ -323,15 +323,29 @@ def run_small(contender, place, seed, quick):
     return ops
 
 
+def large_pool(seed):
+    """Preset d's distinct values: ``LARGE_POOL`` slices of ``LARGE_SIZE`` random bytes.
+
+    The slices are of one random block; the item numbered ``n`` holds
+    ``pool[n % LARGE_POOL]``.
+    """
+    rng = random.Random(seed)
+    block = rng.randbytes(2 * LARGE_SIZE)
+    return [
+        block[start : start + LARGE_SIZE] for start in rng.sample(range(LARGE_SIZE), LARGE_POOL)
+    ]
+
+
+def large_keys(count):
+    """Preset d's first ``count`` keys (str, as a shelf takes them)."""
+    return ["object-%05d" % number for number in range(count)]
+
+
 def run_large(contender, place, seed, quick):
     """Preset d: write 1 MB values with periodic syncs, then read them cold and warm."""
     count, every = (100, 25) if quick else (LARGE_COUNT, SYNC_EVERY)
-    rng = random.Random(seed)
-    block = rng.randbytes(2 * LARGE_SIZE)
-    pool = [
-        block[start : start + LARGE_SIZE] for start in rng.sample(range(LARGE_SIZE), LARGE_POOL)
-    ]
-    keys = ["object-%05d" % number for number in range(count)]
+    pool = large_pool(seed)
+    keys = large_keys(count)
     path = "%s/large" % place
 
     start = perf_counter()

@@ -10,9 +10,27 @@ copied, is the kernel's own.
 
 import os
 
-from . import _files, _index
+from . import _files, _index, _messages
 from .errors import DBMError
 from .format import COMPACT_NAME, DATA_NAME
+
+#: Whether the system refuses to rename a file over one that is mapped
+#: (Windows): a view of a value (``Database.view``) keeps the data file
+#: mapped, so a compaction cannot install its copy while one is alive.
+#: Tests set it to exercise that branch elsewhere.
+RENAME_OVER_MAPPED_REFUSED = os.name == "nt"
+
+
+def check_views_released(path, alive):
+    """Refuse a compaction before it writes anything, where ``alive`` views would make it fail.
+
+    ``alive`` is how many views the store has handed out that are still
+    held. Where ``RENAME_OVER_MAPPED_REFUSED``, the rename at the end
+    would fail with them, after the whole copy was written: a DBMError
+    that says so now is clearer.
+    """
+    if alive and RENAME_OVER_MAPPED_REFUSED:
+        raise DBMError(_messages.VIEWS_ALIVE % (path, alive))
 
 
 def write_compacted(directory, fd, write_records, header):

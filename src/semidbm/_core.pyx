@@ -26,6 +26,10 @@ concern each, that this file includes:
 - ``_walk.pxi``: the tools' walk (``summarize_log``): the numbers of
   ``semidbm stats`` and the damage ``semidbm verify`` finds, from the
   rebuild's parser and a private table.
+- ``_views.pxi``: zero-copy reads (``Store.view``): the data file's map
+  as an object (``DataMap``) that the Store and the views of values in
+  it hold, unmapped with the last of them, and the read-only buffer a
+  view exports (``MappedValue``).
 - ``_batch.pxi`` (after the ``Store`` type): committing a batch, one
   record whose keys enter the index together (docs/FORMAT.md, "Batches").
 - ``_sorted.pxi`` (after the ``Store`` type): the keys in byte order as
@@ -103,6 +107,7 @@ include "_table.pxi"
 include "_index.pxi"
 include "_replay.pxi"
 include "_walk.pxi"
+include "_views.pxi"
 
 
 cdef class Store:
@@ -132,7 +137,11 @@ cdef class Store:
     # The log: the mapping of the data file (its bytes below log.disk_end
     # belong to the log), then the buffer of records not yet written to it.
     cdef Log log
+    # The map log.map points into (see _views.pxi), and its length.
+    cdef DataMap mapping
     cdef size_t map_size
+    # The views of values in this store's maps that are alive.
+    cdef ViewCount views
     cdef Py_ssize_t buffer_used
     cdef Py_ssize_t buffer_size
     # A flush failed: the file may hold a first part of the buffer.
@@ -154,6 +163,7 @@ cdef class Store:
         self.index.base.map = NULL
         self.index.base.verified = NULL
         self.index.base.table.log = &self.log
+        self.views = ViewCount.__new__(ViewCount)
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
         self.directory = directory
@@ -201,26 +211,28 @@ cdef class Store:
     # --- the mapping and the index rebuild ---
 
     cdef void unmap(self) noexcept:
-        if self.log.map != NULL:
-            semidbm_unmap(self.log.map, self.map_size)
-            self.log.map = NULL
-            self.map_size = 0
+        """Let go of the map: unmapped now, or once the last view of a value in it goes."""
+        self.log.map = NULL
+        self.map_size = 0
+        self.mapping = None
 
     cdef int map_file(self, uint64_t size) except -1:
         """Map the data file's first ``size`` bytes (and room to grow, for a writer)."""
         cdef uint64_t length = size
-        cdef const char* mapped
+        cdef DataMap mapping = DataMap.__new__(DataMap)
         cdef int error = 0
         if self.writable and SEMIDBM_MAP_BEYOND_EOF:
             length += size if size > MAP_HEADROOM else MAP_HEADROOM
         if length > <uint64_t>(<size_t>-1):
             raise DBMError("%s: a file of %d bytes cannot be mapped here" % (self.path, size))
-        mapped = semidbm_map(self.fd, <size_t>length, &error)
-        if mapped == NULL:
+        mapping.data = semidbm_map(self.fd, <size_t>length, &error)
+        if mapping.data == NULL:
             self.raise_os_error(error, "cannot map %s" % self.path)
+        mapping.size = <size_t>length
         self.unmap()
-        self.log.map = mapped
-        self.map_size = <size_t>length
+        self.mapping = mapping
+        self.log.map = mapping.data
+        self.map_size = mapping.size
         return 0
 
     cdef object load(self, Py_ssize_t buffer_size, bint recover, object writer_active):
@@ -547,6 +559,33 @@ cdef class Store:
         value_size[0] = size
         return found + LENGTHS_SIZE + key_size
 
+    def view(self, key):
+        """``_interface.Store.view``: a view into the map, or of a copy of a buffered value.
+
+        The view holds the map (``_views.pxi``), not the store. A record
+        still in the append buffer has no place in the map yet, and the
+        buffer is overwritten as it is reused: its value is copied.
+        """
+        cdef Borrowed borrowed
+        cdef uint64_t offset
+        cdef const char* value
+        cdef Py_ssize_t size
+        if self.fd < 0 or self.busy:
+            self.check_open()
+        if self.index.table.pending_count:
+            keys_apply_pending(self)
+        borrow(key, &borrowed, "keys")
+        try:
+            if keys_find(self, borrowed.data, borrowed.size,
+                         hash_key(self.index.seed, borrowed.data, borrowed.size), &offset) != 1:
+                raise KeyError(key)
+            value = self.value_at(offset, &size)
+            if offset >= self.log.disk_end:
+                return memoryview(PyBytes_FromStringAndSize(value, size))
+            return view_of_mapped(self.mapping, self.views, value, size)
+        finally:
+            give_back(&borrowed)
+
     def __setitem__(self, key, value):
         cdef Borrowed borrowed_key, borrowed_value
         cdef uint32_t hashed
@@ -719,6 +758,7 @@ cdef class Store:
 
         with self.guard:
             self.check_writable("compact")
+            _compaction.check_views_released(self.path, self.views.alive)
             self.flush()
             keys_verify(self)
             self.busy = True

@@ -137,6 +137,51 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         """
 
     @abstractmethod
+    def view(self, key: Data) -> memoryview:
+        """Return a read-only :class:`memoryview` of the value of ``key``, without copying it.
+
+        With the compiled kernel the view points into the memory map of
+        the data file: making it costs the same whatever the value's
+        size, and only the bytes the caller touches are read from the
+        file. It stays valid, and shows the same bytes, for as long as it
+        is held: later writes (the key's too), :meth:`compact`,
+        :meth:`refresh` and :meth:`close` leave it as it is, since it
+        keeps the map it points into, and with it the file, until it is
+        released (:meth:`memoryview.release`, or the last reference
+        dropped). Until then a compacted-away or replaced data file keeps
+        its disk space. A value written since the last flush of the
+        append buffer is not in the file yet: its view is of a copy, as
+        is every view with the pure-Python kernel. See
+        :doc:`/views`.
+
+        Args:
+            key: the key, as ``str`` (UTF-8) or a bytes-like object, as
+                for ``db[key]``.
+
+        Returns:
+            memoryview: the value's bytes, read-only (format ``"B"``);
+            ``bytes(view)`` copies them.
+
+        Raises:
+            KeyError: ``key`` is not in the database.
+            TypeError: ``key`` is of another type.
+            semidbm.error: the database is closed.
+            semidbm.DBMChecksumError: with ``verify_checksums``, the
+                value's CRC-32 does not match: it is checked, reading
+                every byte, when the view is made.
+
+        On Windows, which cannot replace a file that is mapped,
+        :meth:`compact` refuses with :class:`semidbm.error` while a view
+        this database made is alive.
+
+        >>> with semidbm.open("views.db", "c") as db:
+        ...     db["image"] = b"header" + bytes(1000)
+        ...     with db.view("image") as view:
+        ...         bytes(view[:6])
+        b'header'
+        """
+
+    @abstractmethod
     def __setitem__(self, key: Data, value: Data, /) -> None:
         """Store ``value`` under ``key``: a record appended to the log (into the buffer).
 
@@ -223,6 +268,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         Raises:
             semidbm.error: the database is read-only or closed, or
                 writing the new file failed (the database is unchanged).
+                On Windows, also while views of its values
+                (:meth:`view`) are alive: refused before anything is
+                written.
             ValueError: ``format`` is not 1, 2 or None.
         """
 

@@ -127,6 +127,24 @@ class Store(Protocol):
     def __getitem__(self, key: Data, /) -> bytes:
         """The value of ``key``, read from the buffer or the file; KeyError(key) if absent."""
 
+    def view(self, key: Data) -> memoryview:
+        """A read-only memoryview of the value of ``key``; KeyError(key) if absent.
+
+        Looked up, checked and refused as ``__getitem__`` is (the same key
+        types, errors, and checks of a closed or busy store). The compiled
+        kernel's view points into the memory map of the data file, with
+        no copy, and holds that map (not the store): it shows the same
+        bytes for as long as it is held, through later writes, remaps,
+        ``compact()``, ``refresh()`` and ``close()``, and the map goes when
+        the last view of it is released. A value still in the append
+        buffer is not in the file yet: its view is of a copy. With
+        ``verify_checksums`` the checksum is checked when the view is
+        made. The pure-Python kernel maps nothing: its views are of copies.
+        Where ``_compaction.RENAME_OVER_MAPPED_REFUSED`` (Windows), the
+        compiled kernel's ``compact()`` raises DBMError, before writing
+        anything, while any view it made is alive.
+        """
+
     def __setitem__(self, key: Data, value: Data, /) -> None:
         """Append a record giving ``key`` the value ``value`` and index it.
 

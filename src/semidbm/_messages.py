@@ -91,3 +91,9 @@ OTHER_FORMAT = (
     "%s is of format %d.%d, not %d: open(format=) chooses the format of a new database; "
     "db.compact(format=) (or `semidbm upgrade DIRECTORY`) converts an existing one"
 )
+#: A compaction refused where a mapped file cannot be renamed over (Windows) while views of
+#: values are alive (``_compaction.check_views_released``; the path, how many).
+VIEWS_ALIVE = (
+    "cannot compact %s while %d view(s) of its values are alive: this system cannot "
+    "replace a mapped file; release them (memoryview.release(), or drop every reference) first"
+)

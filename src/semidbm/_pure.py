@@ -271,6 +271,16 @@ class Store:
             finally:
                 self._busy = None
 
+    def view(self, key):
+        """``_interface.Store.view``: a read-only view of a copy, read as ``__getitem__`` reads.
+
+        This kernel reads values with ``pread`` and keeps no map to point
+        into (and a memoryview into a Python ``mmap`` would make its
+        ``close()`` raise BufferError for as long as the view lived), so
+        the view holds a copy: the same bytes, the same errors, no saving.
+        """
+        return memoryview(Store.__getitem__(self, key))
+
     def _read(self, key, offset, length):
         """The value of ``key``, ``length`` bytes at ``offset``: from the buffer or the file."""
         read_length = length + CHECKSUM_SIZE if self._verify else length
