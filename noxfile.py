@@ -109,6 +109,7 @@ SANITIZE_DESELECTED = [
     "tests/test_kernels.py::test_compiled_index_takes_at_most_32_bytes_per_key",
     "tests/test_kernels.py::test_compiled_index_fits_its_keys_after_a_misleading_log",
     "tests/test_crash.py::test_writer_killed_at_random_moments",
+    "tests/test_batch.py::test_batch_writers_killed_at_random_moments",
     "tests/test_stress.py::test_writer_and_readers_agree_with_the_model",
 ]
 
@@ -401,8 +402,9 @@ def sanitize(session):
     kills = os.environ.get("SEMIDBM_KILLS", "60")
     seconds = os.environ.get("SEMIDBM_STRESS_SECONDS", "15")
     fuzz_seconds = os.environ.get("SEMIDBM_FUZZ_SECONDS", "60")
-    session.run("python", "-m", "tests.harness.crash", "--kernel", "cython", "--kills", kills,
-                env=sanitized)
+    for workload in ("default", "batch"):
+        session.run("python", "-m", "tests.harness.crash", "--kernel", "cython", "--kills", kills,
+                    "--workload", workload, env=sanitized)
     session.run("python", "-m", "tests.harness.stress", "--kernel", "cython", "--seconds", seconds,
                 env=sanitized)
     session.run("python", "-m", "tests.harness.fuzz", "--seconds", fuzz_seconds, env=sanitized)
