@@ -213,6 +213,17 @@ def test_a_batch_independently_built_is_read(dbopen, dbpath):
         assert dict(database.items()) == {b"b": b"3", b"c": b"4"}
 
 
+def apply(target, changes, model):
+    """Make ``changes`` (``(key, value or None)``) on ``target`` (a database or a batch) and
+    on the dict ``model``; a delete of a key the model lacks is left out."""
+    for key, value in changes:
+        if value is not None:
+            target[key] = model[key] = value
+        elif key in model:
+            del target[key]
+            del model[key]
+
+
 @settings(max_examples=25, deadline=None)
 @given(steps=st.lists(st.tuples(
     st.booleans(), st.lists(st.tuples(st.sampled_from([b"", b"a", b"b", b"c" * 300]),
@@ -228,19 +239,9 @@ def test_batches_and_single_writes_match_a_dict(tmp_path_factory, steps):
             for batched, changes in steps:
                 if batched:
                     with database.batch() as batch:
-                        for key, value in changes:
-                            if value is not None:
-                                batch[key] = model[key] = value
-                            elif key in model:
-                                del batch[key]
-                                del model[key]
+                        apply(batch, changes, model)
                 else:
-                    for key, value in changes:
-                        if value is not None:
-                            database[key] = model[key] = value
-                        elif key in model:
-                            del database[key]
-                            del model[key]
+                    apply(database, changes, model)
                 assert dict(database.items()) == model
         with db.open_with(kernel, path) as database:
             assert dict(database.items()) == model
@@ -274,6 +275,15 @@ def test_a_batch_deleting_keys_another_thread_deletes(dbopen, dbpath):
         assert dict(database.items()) == {}
     with dbopen(dbpath) as database:
         assert dict(database.items()) == {}
+
+
+def test_a_view_of_a_value_a_batch_wrote(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2, buffer_size=0) as database:
+        with database.batch() as batch:
+            batch[b"a"] = b"x" * 5000
+            batch[b"b"] = b"y"
+        with database.view(b"a") as view:
+            assert view == b"x" * 5000 and view.readonly
 
 
 # --- the format: choosing it, upgrading, compacting ---
@@ -551,20 +561,6 @@ def test_the_crash_log_allows_no_state_inside_a_batch():
     assert log.phase == "write" and log.last_started == 3
     cut = crash.Log("ready\nbatch 3\nset k2 2 3\ndel k1\n")
     assert cut.boundaries == {0} and cut.phase == "batch"
-
-
-@needs_fuse
-@pytest.mark.parametrize("name", ["batches", "upgrade"])
-def test_every_cut_point_of_the_batch_workloads_under_every_rule(kernel, name, tmp_path):
-    checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
-    try:
-        points = powerloss.explore(powerloss.WORKLOADS[name], kernel, checker,
-                                   powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
-                                   random.Random(name), samples=4, place=str(tmp_path))
-    finally:
-        _remove(checker.scratch)
-    assert checker.failures == [], "\n\n".join(checker.failures[:3])
-    assert points >= 10 and checker.counts["trees checked"] > points
 
 
 @needs_fuse
