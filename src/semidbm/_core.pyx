@@ -39,6 +39,9 @@ concern each, that this file includes:
   index file: mapping and checking it, replaying the log past it,
   dropping one that fails a check, a reader's switch to a newer one,
   writing a new one.
+- ``_bulk.pxi`` (after the ``Store`` type): the bulk operations
+  (``Store.update``, ``get_many``, ``delete_many``): items stored in
+  runs, lookups of many keys pipelined.
 - this file: the ``Store`` type. The data file is memory-mapped, so
   reads make no system call; a writer maps more than the file holds, so
   that appends rarely remap, and touches only offsets below the end of
@@ -706,6 +709,20 @@ cdef class Store:
                                self.get(record + LENGTHS_SIZE, key_size, None)))
         return result
 
+    # --- bulk operations (their loops are in _bulk.pxi) ---
+
+    def update(self, other=(), /, **kwds):
+        """``_interface.Store.update``, in C."""
+        bulk_update(self, other, kwds)
+
+    def get_many(self, keys, default=None):
+        """``_interface.Store.get_many``, in C: the lookups pipelined."""
+        return bulk_get(self, keys, default)
+
+    def delete_many(self, keys):
+        """``_interface.Store.delete_many``, in C: every key is found before any is deleted."""
+        bulk_delete(self, keys)
+
     @property
     def closed(self):
         """``_interface.Store.closed``: the data file is no longer open here."""
@@ -942,6 +959,7 @@ cdef class Store:
 include "_keys.pxi"
 include "_batch.pxi"
 include "_sorted.pxi"
+include "_bulk.pxi"
 
 
 cdef class KeyIterator:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar, Union, overload
 
 from . import _messages
 from ._batch import Batch
@@ -24,12 +24,14 @@ from .errors import DBMError
 from .format import BATCH_FORMAT
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer
+    from _typeshed import ReadableBuffer, SupportsKeysAndGetItem
     from typing_extensions import Self
 
     #: A key or value as given: str (stored as UTF-8) or any bytes-like object.
     Data = Union[str, ReadableBuffer]
     _T = TypeVar("_T")
+    #: The type of a mapping's keys, for ``update`` (a mapping's key type is invariant).
+    _Key = TypeVar("_Key", bound=Data)
 
 
 class Database(MutableMapping):  # type: ignore[type-arg]
@@ -231,6 +233,119 @@ class Database(MutableMapping):  # type: ignore[type-arg]
     @abstractmethod
     def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
         """Return a list of the ``(key, value)`` pairs, a snapshot taken at once."""
+
+    @abstractmethod
+    def update(
+        self,
+        other: SupportsKeysAndGetItem[_Key, Data] | Iterable[tuple[Data, Data]] = (),
+        /,
+        **kwds: Data,
+    ) -> None:
+        """Store many items in one call: those of ``other``, then the keyword arguments.
+
+        As :meth:`dict.update` takes them: ``other`` is a mapping
+        (anything with a ``keys()`` method) or an iterable of ``(key,
+        value)`` pairs. Each item is stored as ``db[key] = value``
+        stores it, in order, with the same bytes in the file; the
+        compiled kernel runs the loop in C, faster than a loop of
+        assignments (:doc:`bulk`). A bad item stops the update where it
+        is: the items before it stay stored, as with :meth:`dict.update`.
+        Another thread may see the first items stored before the last.
+
+        Args:
+            other: a mapping, or an iterable of pairs.
+            **kwds: more items, their keys given as names (stored as UTF-8).
+
+        Raises:
+            TypeError: an item that is not a sequence, or a key or value
+                of a type the database does not take.
+            ValueError: an item that is a sequence of another length than
+                2 (the words of :meth:`dict.update`), or a key or value of
+                2 GiB or more.
+            semidbm.error: the database is read-only or closed (even with
+                no item), or writing failed.
+
+        >>> db = semidbm.open("update.db", "c")
+        >>> db.update({"a": "1", "b": "2"}, c="3")
+        >>> db.update([(b"d", b"4"), (b"a", b"5")])
+        >>> db[b"a"], len(db)
+        (b'5', 4)
+        >>> db.close()
+        """
+
+    @overload
+    @abstractmethod
+    def get_many(self, keys: Iterable[Data]) -> list[bytes | None]: ...
+    @overload
+    @abstractmethod
+    def get_many(self, keys: Iterable[Data], default: _T) -> list[bytes | _T]: ...
+    @abstractmethod
+    def get_many(self, keys: Iterable[Data], default: Any = None) -> list[Any]:
+        """Return the values of many keys, in a list, in their order; ``default`` for a missing one.
+
+        What ``[db.get(key, default) for key in keys]`` returns, read at
+        once: another thread's changes come before or after, never in
+        the middle. The compiled kernel looks the keys up in C, asking
+        the processor for the memory of several of them at a time
+        (:doc:`bulk`).
+
+        Args:
+            keys: an iterable of keys (all converted before any is read).
+                One key given alone (a str or bytes-like object) is a
+                :exc:`TypeError`: its characters would be taken for keys.
+            default: the value given for a key the database does not hold.
+
+        Raises:
+            TypeError: ``keys`` is one key, or a key is of a type the
+                database does not take.
+            semidbm.error: the database is closed.
+            semidbm.DBMChecksumError: with ``verify_checksums``, a value's
+                CRC-32 does not match.
+
+        >>> db = semidbm.open("get_many.db", "c")
+        >>> db.update(a="1", b="2")
+        >>> db.get_many(["a", b"b", "c"])
+        [b'1', b'2', None]
+        >>> db.get_many(["c"], default=b"")
+        [b'']
+        >>> db.close()
+        """
+
+    @abstractmethod
+    def delete_many(self, keys: Iterable[Data]) -> None:
+        """Delete many keys in one call: all of them, or none if one is missing.
+
+        Every key is looked up before anything is written. A key the
+        database does not hold, or one given twice (its second deletion
+        would find it gone), raises :exc:`KeyError` for the first such
+        key in the order given, and nothing is deleted. Otherwise a
+        delete record is appended for each key, at once for other
+        threads. If writing fails on the way (a full disk), the keys
+        before the failure stay deleted.
+
+        Args:
+            keys: an iterable of keys. One key given alone (a str or
+                bytes-like object) is a :exc:`TypeError`: its characters
+                would be taken for keys.
+
+        Raises:
+            KeyError: a key is missing or given twice (nothing is deleted).
+            TypeError: ``keys`` is one key, or a key is of a type the
+                database does not take.
+            semidbm.error: the database is read-only or closed, or
+                writing failed.
+
+        >>> db = semidbm.open("delete_many.db", "c")
+        >>> db.update(a="1", b="2", c="3")
+        >>> db.delete_many(["a", "b"])
+        >>> db.delete_many(["c", "a"])
+        Traceback (most recent call last):
+          ...
+        KeyError: 'a'
+        >>> db.keys()
+        [b'c']
+        >>> db.close()
+        """
 
     @abstractmethod
     def sync(self) -> None:

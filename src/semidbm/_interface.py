@@ -19,10 +19,21 @@ strings at run time, which also keeps them valid on Python 3.9.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Protocol, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Tuple,
+    Union,
+)
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer
+    from _typeshed import ReadableBuffer, SupportsKeysAndGetItem
 
     from ._files import Directory
     from ._records import LogSummary
@@ -179,6 +190,50 @@ class Store(Protocol):
 
     def items(self) -> List[Tuple[bytes, bytes]]:
         """Return a list of all ``(key, value)`` pairs, a snapshot taken atomically."""
+
+    def update(
+        self,
+        other: Union[SupportsKeysAndGetItem[Any, Data], Iterable[Tuple[Data, Data]]] = (),
+        /,
+        **kwds: Data,
+    ) -> None:
+        """Store many items: those of ``other``, then the keyword arguments, as ``dict.update``.
+
+        ``other`` is a mapping (anything with ``keys()``: ``other[key]``
+        for each key) or an iterable of pairs. Each item is stored as
+        ``__setitem__`` stores it, bytes for bytes, in order (a later
+        item for the same key wins). An item that is not a sequence
+        raises TypeError and one that is not of length 2 ValueError
+        (``_messages.NOT_A_PAIR``, ``NOT_TWO``: ``dict.update``'s words),
+        a key or value of the wrong type TypeError and a too long one
+        ValueError, as for ``__setitem__``: the update stops there, the
+        items before it stored. The store is checked for writing first,
+        even with no item. Not atomic as a whole: each item is.
+        """
+
+    def get_many(self, keys: Iterable[Data], default: object = None) -> List[object]:
+        """Return the values of ``keys`` in a list, in their order; ``default`` for a missing key.
+
+        What looking each key up with ``__getitem__``, ``default`` for a
+        KeyError, would give, read atomically. ``keys`` is any iterable of keys, converted
+        whole first (so a key of the wrong type raises before any read);
+        a str or bytes-like object is refused (TypeError,
+        ``_messages.ONE_KEY``): it would give its characters or bytes as
+        keys.
+        """
+
+    def delete_many(self, keys: Iterable[Data]) -> None:
+        """Delete every key of ``keys``, atomically; KeyError for the first that is not live.
+
+        Every key is looked up before anything is written: a key that
+        is missing, or given twice (its second deletion would find it
+        missing), raises KeyError with that key, the first such in the
+        order given, and nothing is deleted or appended. Otherwise a
+        delete record is appended for each key, in order, as by
+        ``__delitem__``. If writing fails on the way (a full disk), the
+        keys before the failure stay deleted. ``keys`` is refused as for
+        ``get_many``.
+        """
 
     def sync(self) -> None:
         """Write buffered records to the file and flush it to disk (fsync).

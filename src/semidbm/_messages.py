@@ -14,6 +14,14 @@ from .format import MAX_LENGTH
 WRONG_TYPE = "semidbm %s must be str or bytes-like, not %s"
 #: A key or value longer than a length field holds (``%s``: "keys" or "values").
 TOO_LONG = "semidbm %%s are limited to %d bytes (2 GiB - 1)" % MAX_LENGTH
+#: An item of ``update``'s iterable that is not a sequence (its number
+#: from 0, then its type's name), and one whose length is not 2 (its
+#: number, its length): the words of ``dict.update``'s errors.
+NOT_A_PAIR = "cannot convert semidbm update sequence element #%d (%s) to a sequence"
+NOT_TWO = "semidbm update sequence element #%d has length %d; 2 is required"
+#: ``get_many`` or ``delete_many`` given one key (str or bytes-like), whose
+#: characters or bytes it would otherwise take for keys (the method, the type's name).
+ONE_KEY = "semidbm %s takes an iterable of keys, not one key (a %s): put it in a list"
 #: An operation on a closed store.
 CLOSED = "semidbm database %s is closed"
 #: The next step of an iterator whose store was closed since it began.

@@ -44,6 +44,31 @@ summarize_log = _records.summarize_log
 LINES_PER_CHUNK = 4096
 
 
+def as_pair(item, number):
+    """Item ``number`` of ``update``'s iterable as a tuple of two, as ``dict.update`` takes it.
+
+    TypeError if it is not a sequence, ValueError if its length is not 2.
+    """
+    if type(item) is not tuple:
+        try:
+            item = tuple(item)
+        except TypeError:
+            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
+    if len(item) != 2:
+        raise ValueError(_messages.NOT_TWO % (number, len(item)))
+    return item
+
+
+def key_list(keys, method):
+    """The iterable ``keys`` of ``method`` (get_many, delete_many) as a list; one key is refused.
+
+    A str or bytes-like object would give its characters or bytes as keys.
+    """
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(_messages.ONE_KEY % (method, type(keys).__name__))
+    return list(keys)
+
+
 def replay_log(data, index, position, path, batches, base=0):
     """Apply the records of ``data`` from ``position`` on to ``index``.
 
@@ -343,6 +368,57 @@ class Store:
                        if value is not None or key in self._index]
             if changes:
                 self._append(*encode_batch(changes))
+
+    def update(self, other=(), /, **kwds):
+        """``_interface.Store.update``: each item stored by ``__setitem__``, which locks for it."""
+        with self._guard:
+            self._check_writable("write")
+        if type(other) is dict:
+            for key, value in other.items():
+                self[key] = value
+        elif hasattr(other, "keys"):
+            for key in other.keys():
+                self[key] = other[key]
+        else:
+            for number, item in enumerate(other):
+                if type(item) is not tuple or len(item) != 2:
+                    item = as_pair(item, number)
+                self[item[0]] = item[1]
+        for key, value in kwds.items():
+            self[key] = value
+
+    def get_many(self, keys, default=None):
+        """``_interface.Store.get_many``: one lock for all the reads."""
+        with self._guard:
+            if self._busy or self._fd < 0:
+                self._check_open()
+            keys = [as_bytes(key, "keys") for key in key_list(keys, "get_many")]
+            self._check_open()  # iterating over the keys may have run any code
+            self._busy = _messages.INTERRUPTED
+            try:
+                index = self._index
+                values = []
+                for key in keys:
+                    place = index.get(key)
+                    values.append(default if place is None else self._read(key, *place))
+                return values
+            finally:
+                self._busy = None
+
+    def delete_many(self, keys):
+        """``_interface.Store.delete_many``: every key checked, then one delete record each."""
+        with self._guard:
+            self._check_writable("delete")
+            originals = key_list(keys, "delete_many")
+            keys = [as_bytes(key, "keys") for key in originals]
+            self._check_writable("delete")  # iterating over the keys may have run any code
+            seen = set()
+            for original, key in zip(originals, keys):
+                if key not in self._index or key in seen:
+                    raise KeyError(original)
+                seen.add(key)
+            for key in keys:
+                self._append(encode_delete(key), [(key, 0, DELETED)])
 
     def _append(self, record, placed):
         """Add ``record`` to the log, and what it does to the index.
