@@ -211,17 +211,27 @@ def whole_batch(data, position, body_length, end):
 
 
 def _batch_fits(data, position, length):
-    """True if the ``length`` bytes at ``position`` are records back to back, none a batch.
+    """True if the ``length`` bytes at ``position`` are sound records back to back, none a batch.
 
     A batch's body, checked once before its records are walked, so that
-    they need no check of their own.
+    they need no check of their own: their lengths are possible, none
+    crosses the body's end, and each one's checksum matches (a compaction
+    copies them out of the batch, where a record with zeros and a failing
+    checksum would read as lost data).
     """
     end = position + length
-    while end - position >= LENGTHS_SIZE:
-        key_length, value_length = LENGTHS.unpack_from(data, position)
-        if key_length < 0 or value_length < DELETED:
-            return False
-        position += EMPTY_RECORD_SIZE + key_length + max(value_length, 0)
+    with memoryview(data) as view:
+        while end - position >= LENGTHS_SIZE:
+            key_length, value_length = LENGTHS.unpack_from(data, position)
+            if key_length < 0 or value_length < DELETED:
+                return False
+            record_end = position + EMPTY_RECORD_SIZE + key_length + max(value_length, 0)
+            if record_end > end:
+                return False
+            (stored,) = CHECKSUM.unpack_from(data, record_end - CHECKSUM_SIZE)
+            if crc32(view[position + LENGTHS_SIZE : record_end - CHECKSUM_SIZE]) != stored:
+                return False
+            position = record_end
     return position == end
 
 

@@ -126,11 +126,14 @@ cdef bint whole_batch(const char* data, uint64_t position, int32_t body_size,
 
 
 cdef bint batch_fits(const char* data, uint64_t position, uint64_t end) noexcept nogil:
-    """True if the bytes from ``position`` to ``end`` are records back to back, none a batch.
+    """True if the bytes from ``position`` to ``end`` are sound records back to back, none a batch.
 
     A batch's body, checked once before its records are parsed, so that
-    they need no check of their own (their lengths are possible, and none
-    crosses the body's end).
+    they need no check of their own: their lengths are possible, none
+    crosses the body's end, and each one's checksum matches, so that a
+    compaction that copies them out of the batch copies sound records
+    (outside a batch, a record with zeros and a failing checksum would
+    read as lost data).
     """
     cdef int32_t key_size, value_size
     cdef uint64_t record_size
@@ -143,6 +146,8 @@ cdef bint batch_fits(const char* data, uint64_t position, uint64_t end) noexcept
         if value_size > 0:
             record_size += <uint64_t>value_size
         if record_size > end - position:
+            return False
+        if not checksum_matches(data, position, key_size, position + record_size):
             return False
         position += record_size
     return position == end
@@ -206,8 +211,8 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     no sound record follows, a record holding zeros the disk did not
     write), as in ``_records.walk``. A batch record (``parser.batches``)
     yields its body's records once its checksum matches, and is where the
-    parse stops if it does not; one whose body is not records back to
-    back (``batch_fits``) is corrupt. Every length is checked before use.
+    parse stops if it does not; one whose body is not sound records back
+    to back (``batch_fits``) is corrupt. Every length is checked before use.
     The log is a stream, but the processor's own prefetching stops at
     each page, so the next ``REPLAY_PREFETCH`` bytes are requested ahead
     of the parsing.

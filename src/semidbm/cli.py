@@ -375,7 +375,8 @@ def run_verify(args):
         )
     if found.corrupt_at is not None:
         print(
-            "corrupt record at offset %d: impossible lengths; the %s from there on cannot be read"
+            "corrupt record at offset %d: impossible lengths, or a malformed batch; the %s "
+            "from there on cannot be read"
             % (found.corrupt_at, _bytes(found.file_size - found.corrupt_at))
         )
     if found.tail and found.writer_active:
