@@ -1,8 +1,6 @@
 """The bulk operations' benchmark (benchmarks/bulk.py): its table, its arithmetic, on tiny sizes."""
 
-import importlib.util
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -11,17 +9,16 @@ import pytest
 
 import semidbm
 
-_BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+from . import benchmark_scripts
+
+_BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
 @pytest.fixture
 def bulk(monkeypatch):
     """benchmarks/bulk.py as a module (it imports its neighbours, as when run as a script)."""
-    monkeypatch.syspath_prepend(str(_BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("bulk", _BENCHMARKS / "bulk.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.syspath_prepend(str(benchmark_scripts.BENCHMARKS))
+    return benchmark_scripts.load("bulk")
 
 
 def test_a_ratio_is_the_median_of_the_repetitions_ratios(bulk):

@@ -12,7 +12,6 @@ import argparse
 import ast
 import importlib.util
 import os
-import pathlib
 import re
 import shutil
 import subprocess
@@ -20,18 +19,13 @@ import sys
 
 import pytest
 
-_BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+from . import benchmark_scripts
+
+_BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _BENCHMARKS / (name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare = _load("compare")
-pagecache = _load("_pagecache")
+compare = benchmark_scripts.load("compare")
+pagecache = benchmark_scripts.load("_pagecache")
 
 
 def run(ops, reopen=None):

@@ -1,8 +1,6 @@
 """The zero-copy reads benchmark (benchmarks/views.py): its arithmetic, and a run at tiny sizes."""
 
-import importlib.util
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -11,19 +9,17 @@ import pytest
 
 import semidbm
 
+from . import benchmark_scripts
 from .conftest import compiled_only
 
-_BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+_BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
 @pytest.fixture
 def views(monkeypatch):
     """benchmarks/views.py as a module (it imports its neighbours by their plain names)."""
-    monkeypatch.syspath_prepend(str(_BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("views_benchmark", _BENCHMARKS / "views.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.syspath_prepend(str(benchmark_scripts.BENCHMARKS))
+    return benchmark_scripts.load("views", "views_benchmark")
 
 
 def test_the_ratio_is_the_median_of_per_repetition_ratios(views):
