@@ -321,7 +321,15 @@ def test_opening_an_existing_database_with_another_format_is_refused(dbopen, dbp
             dbopen(dbpath, flag, format=2)
         assert "format 1.1, not 2" in str(info.value)
         assert "compact(format=)" in str(info.value)
-    # Refused without a change, and the lock given back.
+    # Refused before the store opens: a torn tail stays, not cut as a writer cuts it.
+    with open(dbpath / "data", "ab") as stream:
+        stream.write(b"torn")
+    with pytest.raises(semidbm.error, match="format 1.1, not 2"):
+        dbopen(dbpath, "w", format=2)
+    assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+    assert (dbpath / "data").read_bytes() == HEADER_1_1 + put_record(b"a", b"1") + b"torn"
+    (dbpath / "data").write_bytes(HEADER_1_1 + put_record(b"a", b"1"))
+    # The lock given back.
     with dbopen(dbpath, "w", format=1) as database:
         assert dict(database.items()) == {b"a": b"1"}
     assert (dbpath / "data").read_bytes() == HEADER_1_1 + put_record(b"a", b"1")

@@ -31,11 +31,13 @@ from .format import (
     COMPACT_NAME,
     DATA_NAME,
     DEFAULT_FORMAT,
+    HEADER_SIZE,
     INDEX_NAME,
     INDEX_TEMP_NAME,
     LOCK_NAME,
     MAGIC,
     check_format,
+    check_header,
     header,
 )
 
@@ -236,6 +238,8 @@ def open_with(
     directory, lock, created = _prepare(path, flag, mode, major)
     writable = flag != "r"
     try:
+        if format is not None:
+            _check_format(directory, format)
         # The constructor and the private slots are not in the public type (Database).
         database = database_class(kernel)(  # type: ignore[call-arg]
             directory,
@@ -257,12 +261,8 @@ def open_with(
     database._lock = lock  # type: ignore[attr-defined]
     database._walk = None  # type: ignore[attr-defined]
     try:
-        if format is not None and database.format_version[0] != format:
-            raise DBMError(
-                _messages.OTHER_FORMAT % ((database.path,) + database.format_version + (format,))
-            )
         _warn_of_torn_tail(database.path, database.torn_tail)
-    except BaseException:  # another format, or a filter that turns warnings into errors
+    except BaseException:  # a filter that turns warnings into errors
         database.close()
         raise
     if writable:
@@ -372,12 +372,28 @@ def _check_database(directory, flag, mode, major):
 
 def _starts_like_semidbm(directory):
     """True if the data file begins with the magic number (or a part of it, if shorter)."""
+    return MAGIC.startswith(_data_file_start(directory, len(MAGIC)))
+
+
+def _check_format(directory, major):
+    """Raise DBMError unless the data file is of the major format ``major`` (``open(format=)``).
+
+    Read from its header before the store opens it, so that a refusal
+    changes nothing (a writer's open would cut a torn tail first). A
+    header that is not a data file's is DBMLoadError, as the open's.
+    """
+    version = check_header(_data_file_start(directory, HEADER_SIZE), directory.data_path)
+    if version[0] != major:
+        raise DBMError(_messages.OTHER_FORMAT % ((directory.data_path,) + version + (major,)))
+
+
+def _data_file_start(directory, size):
+    """The first ``size`` bytes of the data file (fewer if it is shorter)."""
     fd = directory.open(DATA_NAME, os.O_RDONLY | _files.BINARY)
     try:
-        start = _files.read_at(fd, len(MAGIC), 0)
+        return _files.read_at(fd, size, 0)
     finally:
         os.close(fd)
-    return MAGIC.startswith(start)
 
 
 def _remove_leftovers(directory):
