@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import zlib
 
 import pytest
@@ -30,6 +29,7 @@ from semidbm.format import INDEX_NAME
 from . import index_support as fmt
 from . import test_mapping
 from .conftest import IMPLEMENTATIONS, compiled_only, kernel_name
+from .test_concurrency import check_models_stored, run_beside_a_maintainer
 from .test_kernels import directory_contents
 
 KERNELS = {name: _kernel.load(name) for name in IMPLEMENTATIONS}
@@ -508,51 +508,29 @@ def test_threads_sharing_one_database_in_bulk(dbopen, dbpath):
     """Bulk calls of four threads, on keys of their own, while a fifth syncs and compacts."""
     database = dbopen(dbpath, "c", buffer_size=4096)
     models = [{} for _ in range(4)]
-    errors = []
-    stop = threading.Event()
 
     def worker(number):
         model = models[number]
         keys = [b"t%d-%d" % (number, i) for i in range(60)]
-        try:
-            for round_number in range(40):
-                chosen = keys[round_number % 3 :: 3]
-                present = [key for key in chosen if key in model]
-                if round_number % 4 == 3 and present:
-                    database.delete_many(present)
-                    for key in present:
-                        del model[key]
-                else:
-                    items = {key: b"%d" % round_number for key in chosen}
-                    database.update(items)
-                    model.update(items)
-                assert database.get_many(keys) == [model.get(key) for key in keys]
-        except BaseException as exc:
-            errors.append(exc)
+        for round_number in range(40):
+            chosen = keys[round_number % 3 :: 3]
+            present = [key for key in chosen if key in model]
+            if round_number % 4 == 3 and present:
+                database.delete_many(present)
+                for key in present:
+                    del model[key]
+            else:
+                items = {key: b"%d" % round_number for key in chosen}
+                database.update(items)
+                model.update(items)
+            assert database.get_many(keys) == [model.get(key) for key in keys]
 
-    def maintainer():
-        try:
-            while not stop.is_set():
-                database.sync()
-                database.compact()
-        except BaseException as exc:
-            errors.append(exc)
+    def maintain():
+        database.sync()
+        database.compact()
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    helper = threading.Thread(target=maintainer)
-    helper.start()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    stop.set()
-    helper.join()
-    assert errors == []
-    expected = {key: value for model in models for key, value in model.items()}
-    assert dict(database.items()) == expected
-    database.close()
-    with dbopen(dbpath, verify_checksums=True) as again:
-        assert dict(again.items()) == expected
+    assert run_beside_a_maintainer(worker, maintain) == []
+    check_models_stored(dbopen, dbpath, database, models)
 
 
 #: Runs in a child: bulk writes past a file-size limit (``RLIMIT_FSIZE``).

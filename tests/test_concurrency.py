@@ -317,41 +317,25 @@ def test_reader_leaves_a_write_in_progress_alone(dbopen, dbpath):
         holder.release()
 
 
-def test_threads_sharing_one_database(dbopen, dbpath):
-    database = dbopen(dbpath, "c", buffer_size=4096)
-    models = [{} for _ in range(4)]
+def run_beside_a_maintainer(work, maintain, workers=4):
+    """Run ``work(number)`` in ``workers`` threads while ``maintain()`` runs again and again in
+    one more, until they are done; return the exceptions any of them raised (each thread
+    stops at its first)."""
     errors = []
     stop = threading.Event()
 
-    def writer(number):
-        model = models[number]
+    def guarded(function, *args):
         try:
-            for i in range(3000):
-                key = b"t%d-%d" % (number, i % 500)
-                if i % 7 == 3 and key in model:
-                    del database[key]
-                    del model[key]
-                else:
-                    database[key] = b"%d" % i
-                    model[key] = b"%d" % i
-                assert database[key] == model[key] if key in model else key not in database
+            function(*args)
         except BaseException as exc:
             errors.append(exc)
 
     def maintainer():
-        try:
-            while not stop.is_set():
-                database.sync()
-                database.compact()
-                try:
-                    len(database.keys())
-                except RuntimeError:
-                    pass  # keys changed while they were listed, as with a dict
-        except BaseException as exc:
-            errors.append(exc)
+        while not stop.is_set():
+            maintain()
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    helper = threading.Thread(target=maintainer)
+    threads = [threading.Thread(target=guarded, args=(work, n)) for n in range(workers)]
+    helper = threading.Thread(target=guarded, args=(maintainer,))
     helper.start()
     for thread in threads:
         thread.start()
@@ -359,14 +343,45 @@ def test_threads_sharing_one_database(dbopen, dbpath):
         thread.join()
     stop.set()
     helper.join()
-    assert errors == []
-    expected = {}
-    for model in models:
-        expected.update(model)
+    return errors
+
+
+def check_models_stored(dbopen, dbpath, database, models):
+    """The database holds the items of the threads' ``models`` (keys of their own), also once
+    closed and opened again with every checksum read."""
+    expected = {key: value for model in models for key, value in model.items()}
     assert dict(database.items()) == expected
     database.close()
     with dbopen(dbpath, verify_checksums=True) as again:
         assert dict(again.items()) == expected
+
+
+def test_threads_sharing_one_database(dbopen, dbpath):
+    database = dbopen(dbpath, "c", buffer_size=4096)
+    models = [{} for _ in range(4)]
+
+    def writer(number):
+        model = models[number]
+        for i in range(3000):
+            key = b"t%d-%d" % (number, i % 500)
+            if i % 7 == 3 and key in model:
+                del database[key]
+                del model[key]
+            else:
+                database[key] = b"%d" % i
+                model[key] = b"%d" % i
+            assert database[key] == model[key] if key in model else key not in database
+
+    def maintain():
+        database.sync()
+        database.compact()
+        try:
+            len(database.keys())
+        except RuntimeError:
+            pass  # keys changed while they were listed, as with a dict
+
+    assert run_beside_a_maintainer(writer, maintain) == []
+    check_models_stored(dbopen, dbpath, database, models)
 
 
 def test_iteration_in_another_thread_waits_for_a_compaction(dbopen, dbpath):
