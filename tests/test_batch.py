@@ -548,24 +548,18 @@ KILLS = {"cython": 12, "python": 8}
 @pytest.mark.parametrize("buffer_size", [0, 1 << 20], ids=["unbuffered", "buffered"])
 def test_batch_writers_killed_at_random_moments(kernel, tmp_path, buffer_size):
     name = kernel_name(kernel)
-    harness = crash.Harness(tmp_path / "db", name, buffer_size, seed=buffer_size + 7,
-                            workload="batch")
-    try:
+    with crash.Harness(tmp_path / "db", name, buffer_size, seed=buffer_size + 7,
+                       workload="batch") as harness:
         failures = harness.run(KILLS[name])
-    finally:
-        harness.close()
     assert failures == []
     assert harness.counts["kills"] == KILLS[name]
 
 
 @posix_only
 def test_the_crash_harness_catches_batches_written_a_change_at_a_time(tmp_path):
-    harness = crash.Harness(tmp_path / "db", IMPLEMENTATIONS[-1], 0, seed=5,
-                            workload=crash.SPLIT_BATCHES)
-    try:
+    with crash.Harness(tmp_path / "db", IMPLEMENTATIONS[-1], 0, seed=5,
+                       workload=crash.SPLIT_BATCHES) as harness:
         failures = harness.run(60)
-    finally:
-        harness.close()
     assert failures and "no prefix" in failures[0], failures
 
 

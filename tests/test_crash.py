@@ -34,11 +34,9 @@ KILLS = {"cython": 200, "python": 60}
 @pytest.mark.parametrize("buffer_size", [0, DEFAULT_BUFFER_SIZE], ids=["unbuffered", "buffered"])
 def test_writer_killed_at_random_moments(kernel, tmp_path, buffer_size):
     name = kernel_name(kernel)
-    harness = crash.Harness(tmp_path / "db", name, buffer_size, seed=buffer_size + len(name))
-    try:
+    seed = buffer_size + len(name)
+    with crash.Harness(tmp_path / "db", name, buffer_size, seed=seed) as harness:
         failures = harness.run(KILLS[name])
-    finally:
-        harness.close()
     assert failures == []
     assert harness.counts["kills"] == KILLS[name]
     # The kills reached every phase, compactions included.
@@ -207,12 +205,9 @@ INDEX_KILLS = 24
 @compiled_only
 def test_writer_killed_while_writing_indexes(tmp_path):
     """Kills aimed at closes and compactions that write the index, checked against the log."""
-    harness = crash.Harness(tmp_path / "db", "cython", DEFAULT_BUFFER_SIZE, seed=11,
-                            workload="index")
-    try:
+    with crash.Harness(tmp_path / "db", "cython", DEFAULT_BUFFER_SIZE, seed=11,
+                       workload="index") as harness:
         failures = harness.run(INDEX_KILLS)
-    finally:
-        harness.close()
     assert failures == []
     assert harness.counts["kills"] == INDEX_KILLS
     for phase in ("close", "compact"):

@@ -621,9 +621,16 @@ class Harness:
             self.rounds, self.kernel_name, self.buffer_size, message))
 
     def close(self):
+        """Remove the harness's working files (the database stays where it is)."""
         for name in os.listdir(self.work):
             os.remove(os.path.join(self.work, name))
         os.rmdir(self.work)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
 
 def main(argv=None):
@@ -641,13 +648,10 @@ def main(argv=None):
     for kernel_name in options.kernel or ["cython", "python"]:
         for buffer_size in options.buffer_size or [0, DEFAULT_BUFFER_SIZE]:
             place = tempfile.mkdtemp(prefix="semidbm-crash-db-")
-            harness = Harness(os.path.join(place, "db"), kernel_name, buffer_size, options.seed,
-                              options.workload)
             started = time.perf_counter()
-            try:
+            with Harness(os.path.join(place, "db"), kernel_name, buffer_size, options.seed,
+                         options.workload) as harness:
                 failures = harness.run(options.kills)
-            finally:
-                harness.close()
             print("%s, buffer_size=%d: %d rounds in %.0f s" % (
                 kernel_name, buffer_size, harness.rounds, time.perf_counter() - started))
             for name, count in sorted(harness.counts.items()):
