@@ -225,11 +225,12 @@ def _batch_fits(data, position, length):
             key_length, value_length = LENGTHS.unpack_from(data, position)
             if key_length < 0 or value_length < DELETED:
                 return False
-            record_end = position + EMPTY_RECORD_SIZE + key_length + max(value_length, 0)
+            value_start = position + LENGTHS_SIZE + key_length
+            record_end = value_start + max(value_length, 0) + CHECKSUM_SIZE
             if record_end > end:
                 return False
-            (stored,) = CHECKSUM.unpack_from(data, record_end - CHECKSUM_SIZE)
-            if crc32(view[position + LENGTHS_SIZE : record_end - CHECKSUM_SIZE]) != stored:
+            key = view[position + LENGTHS_SIZE : value_start]
+            if not checksum_matches(view, key, value_start, record_end):
                 return False
             position = record_end
     return position == end
