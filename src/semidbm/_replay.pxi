@@ -222,6 +222,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     cdef uint64_t position = parser.position
     cdef uint64_t size = parser.size
     cdef uint64_t ahead = parser.ahead
+    cdef uint64_t batch_end = parser.batch_end
     cdef uint64_t record_end
     cdef int32_t key_size, value_size
     cdef size_t parsed = 0
@@ -233,7 +234,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
             ahead += CACHE_LINE
         key_size = <int32_t>load_be32(data + position)
         value_size = <int32_t>load_be32(data + position + 4)
-        if value_size == BATCH and parser.batches and position >= parser.batch_end and (
+        if value_size == BATCH and parser.batches and position >= batch_end and (
             key_size > 0
         ):
             if not whole_batch(data, position, key_size, size):
@@ -243,7 +244,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
                 stop_at_corrupt(parser, key_size, value_size)
                 break
             position += RECORD_OVERHEAD
-            parser.batch_end = position + <uint64_t>key_size
+            batch_end = position + <uint64_t>key_size
             continue
         if key_size < 0 or value_size < DELETED:
             stop_at_corrupt(parser, key_size, value_size)
@@ -252,9 +253,9 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         if value_size != DELETED:
             record_end += <uint64_t>value_size
         # A batch's records are whole and sound (whole_batch, batch_fits).
-        if position >= parser.batch_end and record_end > size:
+        if position >= batch_end and record_end > size:
             break
-        if position >= parser.batch_end and position >= parser.followed and (
+        if position >= batch_end and position >= parser.followed and (
             data[record_end - 1] == 0
             or (base + position) // DISK_PAGE != (base + record_end - 1) // DISK_PAGE
         ):
@@ -273,6 +274,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         position = record_end
     parser.position = position
     parser.ahead = ahead
+    parser.batch_end = batch_end
     return parsed
 
 
