@@ -5,8 +5,12 @@ the sessions). Arguments after ``--`` go to the session's main command.
 
 - ``tests``: the whole suite, both kernels, on Debian's Python 3.11
   (``/usr/bin/python3``, the one with ``dbm.gnu``); the default session.
+  ``quick``: the tests most related to the kernels, for between edits.
+  The suites run on every processor (pytest-xdist; ``SEMIDBM_TEST_PROCESSES``
+  sets how many, ``1`` runs them in pytest's own process).
 - ``compiled-3.9`` ... ``compiled-3.15`` (tag ``compiled``): the suite
-  on the compiled kernel (``pytest --kernel cython``) on each CPython the
+  on the compiled kernel (COMPILED_ONLY: ``pytest --kernel cython``, less
+  the long randomized runs marked ``slow``) on each CPython the
   wheels promise: Debian's 3.11, pyenv's 3.9, 3.10, 3.12 and 3.13 (a
   missing one is an error, not a skip), and 3.14 and 3.15 from Debian
   unstable in a folder of the checkout (scripts/debian_unstable.py,
@@ -23,13 +27,18 @@ the sessions). Arguments after ``--`` go to the session's main command.
   with the test and benchmark tools) and ``.venv-v051``, for running
   things by hand.
 
-Environments are kept and reused (``.nox/``), so a second run is quick;
-each run reinstalls the checkout, which rebuilds the compiled kernel.
+Environments are kept and reused (``.nox/``), so a second run is quick:
+the checkout is installed again, and the compiled kernel built again,
+only when its sources or the build configuration changed
+(scripts/build_inputs.py). Sessions may run side by side (CI runs two at
+a time, scripts/ci.py): what they share, they take turns at (``exclusive``).
 The Debian packages a session needs are installed with apt-get when
 missing (through sudo unless run as root).
 """
 
 import configparser
+import contextlib
+import fcntl
 import glob
 import os
 import re
@@ -46,7 +55,8 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import debian_unstable  # noqa: E402 (scripts/ is on the path only from the line above)
+import build_inputs  # noqa: E402 (scripts/ is on the path only from the line above)
+import debian_unstable  # noqa: E402
 
 # The nox that scripts/nox.sh pins, or newer: the options below need a recent one.
 nox.needs_version = ">=2026.10.20"
@@ -76,8 +86,31 @@ V051_VENV = ROOT / ".venv-v051"
 #: The environment of pyenv's Python 3.13, which runs the benchmark's dbm.sqlite3.
 SQLITE3_VENV = ROOT / ".venv-sqlite3"
 
-#: The compiled-kernel selection of the suite (tests/conftest.py).
-COMPILED_ONLY = ["--kernel", "cython"]
+#: The tests of the session ``quick``: the kernels' behaviour (the mapping,
+#: the dbm contract, the format and records, both kernels side by side, the
+#: index and its file, bulk operations, batches, views, the write path,
+#: opening, threads and interference), both kernels: about half a minute
+#: on two processors, for between edits. The rest (the command, shelves,
+#: the harnesses, the documentation's examples, the benchmarks' scripts)
+#: is the whole suite's.
+QUICK_SELECTION = [
+    "tests/" + name + ".py"
+    for name in (
+        "test_mapping", "test_dbm_contract", "test_format", "test_records", "test_kernels",
+        "test_index", "test_index_file", "test_bulk", "test_batch", "test_views",
+        "test_write_path", "test_open", "test_core_constants", "test_implementation",
+        "test_concurrency", "test_interference",
+    )
+]
+
+#: The compiled-kernel selection of the suite (tests/conftest.py) that runs
+#: on each Python: every test but the long randomized runs (marked ``slow``:
+#: kills, stress, power cuts, fuzzing, a 4 GiB file). Those test the
+#: kernel's logic, the same C on every Python, and run in the whole suite
+#: (``tests``, Debian's 3.11) and under the sanitizers on every CI run;
+#: what differs between Pythons, the C API at the kernel's edge and the
+#: Python code, every other test meets.
+COMPILED_ONLY = ["--kernel", "cython", "-m", "not slow"]
 
 #: Fails, saying which kernel it got, unless semidbm runs its compiled kernel.
 CHECK_COMPILED = (
@@ -112,6 +145,13 @@ SANITIZE_DESELECTED = [
     "tests/test_batch.py::test_batch_writers_killed_at_random_moments",
     "tests/test_stress.py::test_writer_and_readers_agree_with_the_model",
 ]
+
+#: Where the sessions keep the locks of what they share (noxfile's ``exclusive``).
+LOCKS = ROOT / ".nox" / "locks"
+
+#: The file, in a session's environment, naming the build inputs of the
+#: compiled kernel it was installed from (scripts/build_inputs.py).
+BUILD_STAMP = "semidbm-build-inputs"
 
 #: The linters, pinned: a new release with new rules must not fail CI by itself.
 LINTERS = ["ruff==0.17.6", "cython-lint==0.22.1"]
@@ -175,12 +215,17 @@ def debian_package_installed(package):
 
 
 def v051_python(session):
-    """The interpreter of ``.venv-v051``, with semidbm 0.5.1; made on first use."""
+    """The interpreter of ``.venv-v051``, with semidbm 0.5.1; made on first use.
+
+    Under a lock: sessions running side by side (CI) share it.
+    """
     python = V051_VENV / "bin" / "python"
-    if not python.exists():
-        session.run(DEBIAN_PYTHON, "-m", "venv", str(V051_VENV), external=True)
-    if not list(V051_VENV.glob("lib/python*/site-packages/semidbm-0.5.1.dist-info")):
-        session.run(str(python), "-m", "pip", "install", "-q", "semidbm==0.5.1", external=True)
+    with exclusive("v051"):
+        if not python.exists():
+            session.run(DEBIAN_PYTHON, "-m", "venv", str(V051_VENV), external=True)
+        if not list(V051_VENV.glob("lib/python*/site-packages/semidbm-0.5.1.dist-info")):
+            session.run(str(python), "-m", "pip", "install", "-q", "semidbm==0.5.1",
+                        external=True)
     return str(python)
 
 
@@ -229,15 +274,70 @@ def pyenv_python(version):
     return str(versions / newest / "bin" / ("python" + version))
 
 
+@contextlib.contextmanager
+def exclusive(name):
+    """Hold the lock ``name`` (a file under LOCKS) for the block, waiting for it if need be.
+
+    For what sessions running side by side (CI runs two at a time) share:
+    the build in the checkout, semidbm 0.5.1's environment, the Debian
+    unstable folder. A lock taken again in the same process waits forever:
+    take each in one place.
+    """
+    LOCKS.mkdir(parents=True, exist_ok=True)
+    with open(LOCKS / (name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def install_checkout(session, *extras):
-    """Install the checkout editable, with ``extras``: pip builds the compiled kernel in place."""
-    session.install("-e", ".[%s]" % ",".join(extras) if extras else ".")
+    """Install the checkout editable, with ``extras``; pip builds the compiled kernel in place.
+
+    Skipped when this environment was installed from the same build inputs
+    (scripts/build_inputs.py: the compiled kernel's sources, the build
+    configuration, the package's files) with the same extras, and the
+    compiled kernel in the checkout was built from them too (another
+    session of the same Python may have built it since): a second run of a
+    session does not build again, and a change to any of those rebuilds. The
+    build runs under a lock, as it writes in the checkout (the generated C,
+    ``build/``, the extension in ``src/semidbm``): sessions running side by
+    side take turns. setup.py renames the new extension over the old one,
+    so that a process that has the old one loaded keeps it whole.
+    """
+    stamp = Path(session.virtualenv.location) / BUILD_STAMP
+    suffix = session_python_tag(session)
+    with exclusive("build"):
+        if build_inputs.up_to_date(stamp, ROOT, extras, suffix):
+            session.log("semidbm: no build input changed since this environment's install "
+                        "and the build beside it: not built again")
+            return
+        taken = build_inputs.digests(ROOT, extras)
+        session.install("-e", ".[%s]" % ",".join(extras) if extras else ".")
+        build_inputs.record(stamp, ROOT, suffix, taken)
+
+
+def session_python_tag(session):
+    """The extension suffix of the session's Python (``.cpython-311-x86_64-linux-gnu.so``)."""
+    return session.run(
+        "python", "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        silent=True,
+    ).strip()
+
+
+def test_processes():
+    """pytest-xdist's ``-n`` for the suite: ``SEMIDBM_TEST_PROCESSES``, else one per processor.
+
+    ``1`` runs the tests in pytest's own process (CI's runner sets it, as
+    it runs two sessions at once).
+    """
+    wanted = os.environ.get("SEMIDBM_TEST_PROCESSES", "auto")
+    return ["-n", "0" if wanted == "1" else wanted]
 
 
 def run_suite(session, *arguments):
-    """Run pytest on the suite with ``arguments``, semidbm 0.5.1 at hand."""
+    """Run pytest on the suite with ``arguments``, spread over processes, semidbm 0.5.1 at hand."""
     session.run(
-        "python", "-m", "pytest", *arguments, env={"SEMIDBM_V051_PYTHON": v051_python(session)}
+        "python", "-m", "pytest", *test_processes(), *arguments,
+        env={"SEMIDBM_V051_PYTHON": v051_python(session)},
     )
 
 
@@ -254,13 +354,15 @@ def compiled_in_debian_unstable(session, version):
 
     Arguments go to pytest.
     """
-    debian_unstable.make_folder(session, debian_packages)
-    python = debian_unstable.venv_python(session, "python" + version, "python" + version)
-    v051 = debian_unstable.v051_python(session)
-    debian_unstable.run_inside(session, python, "-m", "pip", "install", "-q", "-e", ".[test]")
+    with exclusive("debian-unstable"):
+        debian_unstable.make_folder(session, debian_packages)
+        python = debian_unstable.venv_python(session, "python" + version, "python" + version)
+        v051 = debian_unstable.v051_python(session)
+    with exclusive("build"):
+        debian_unstable.run_inside(session, python, "-m", "pip", "install", "-q", "-e", ".[test]")
     debian_unstable.run_inside(session, python, "-c", CHECK_COMPILED)
     debian_unstable.run_inside(
-        session, python, "-m", "pytest", *COMPILED_ONLY, *session.posargs,
+        session, python, "-m", "pytest", *test_processes(), *COMPILED_ONLY, *session.posargs,
         env={"SEMIDBM_V051_PYTHON": v051},
     )
 
@@ -293,7 +395,8 @@ def install_sanitized_build(session):
         shutil.copytree(
             ROOT / "src",
             os.path.join(source, "src"),
-            ignore=shutil.ignore_patterns("*.so", "_core.c", "*.egg-info", "__pycache__"),
+            ignore=shutil.ignore_patterns("*.so", "*.new", "*.inputs", "_core.c", "*.egg-info",
+                                          "__pycache__"),
         )
         session.run(
             "python", "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
@@ -311,6 +414,19 @@ def tests(session):
     debian_packages(session)
     install_checkout(session, "test")
     run_suite(session, *session.posargs)
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def quick(session):
+    """The tests most related to the kernels (QUICK_SELECTION), both kernels; arguments to pytest.
+
+    For between edits: under a minute once set up (a change to the
+    compiled kernel's sources rebuilds it first). The whole suite is
+    ``tests``.
+    """
+    debian_packages(session)
+    install_checkout(session, "test")
+    run_suite(session, *QUICK_SELECTION, *session.posargs)
 
 
 def register_compiled_sessions():
@@ -348,7 +464,8 @@ register_compiled_sessions()
 @nox.session(python=False)
 def debian_unstable_folder(session):
     """Make the Debian unstable folder for Python 3.14 and 3.15, or bring it up to date."""
-    debian_unstable.make_folder(session, debian_packages)
+    with exclusive("debian-unstable"):
+        debian_unstable.make_folder(session, debian_packages)
 
 
 # --- reliability -------------------------------------------------------------
@@ -356,7 +473,7 @@ def debian_unstable_folder(session):
 
 @nox.session(python=DEBIAN_PYTHON)
 def sanitize(session):
-    """The suite, the crash, stress and fuzz harnesses under AddressSanitizer and UBSan.
+    """The suite's compiled-kernel runs, the crash, stress and fuzz harnesses under ASan and UBSan.
 
     The compiled kernel is built with ``-fsanitize=address,undefined``
     from a copy of the sources (no object file of an ordinary build is
@@ -395,9 +512,12 @@ def sanitize(session):
         env=sanitized,
     )
     deselected = [argument for test in SANITIZE_DESELECTED for argument in ("--deselect", test)]
+    # The compiled kernel's runs (--kernel cython, the tests of both kernels
+    # side by side among them): the pure kernel's own runs execute no
+    # instrumented code (the interpreter is not built with the sanitizers).
     session.run(
-        "python", "-m", "pytest", "-p", "no:cacheprovider", *deselected, *session.posargs,
-        env=sanitized,
+        "python", "-m", "pytest", "-p", "no:cacheprovider", *test_processes(), "--kernel",
+        "cython", *deselected, *session.posargs, env=sanitized,
     )
     kills = os.environ.get("SEMIDBM_KILLS", "60")
     seconds = os.environ.get("SEMIDBM_STRESS_SECONDS", "15")
@@ -509,7 +629,8 @@ def docs(session):
     (tests/test_examples.py).
     """
     debian_packages(session, "python3.11-doc")
-    session.install("-e", ".", env={"SEMIDBM_NO_EXTENSIONS": "1"})
+    with exclusive("build"):  # it writes the checkout's egg-info, as every editable install does
+        session.install("-e", ".", env={"SEMIDBM_NO_EXTENSIONS": "1"})
     session.install("-r", "docs/requirements.txt")
     build = ["sphinx-build", "-W", "--keep-going", "-n", "-q", "-d", "docs/_build/doctrees"]
     session.run(*build, "-b", "html", *session.posargs, "docs", "docs/_build/html")
@@ -564,5 +685,6 @@ def dev(session):
     if not (venv / "bin" / "python").exists():
         session.run(DEBIAN_PYTHON, "-m", "venv", str(venv), external=True)
     python = str(venv / "bin" / "python")
-    session.run(python, "-m", "pip", "install", "-q", "-e", ".[test,bench]", external=True)
+    with exclusive("build"):
+        session.run(python, "-m", "pip", "install", "-q", "-e", ".[test,bench]", external=True)
     v051_python(session)

@@ -19,7 +19,21 @@ def extensions_wanted():
 
 
 class BuildExtension(build_ext):
-    """``build_ext`` that names the way out when the C compiler fails."""
+    """``build_ext`` that names the way out when the C compiler fails.
+
+    An editable install copies the extension into ``src/semidbm``: it is
+    written beside it and renamed over it, so that a process that has
+    the old one loaded (tests running while another environment builds)
+    keeps reading a whole file.
+    """
+
+    def copy_file(self, infile, outfile, *args, **kwargs):
+        if os.path.isdir(outfile):
+            outfile = os.path.join(outfile, os.path.basename(infile))
+        written = outfile + ".new"
+        result = super().copy_file(infile, written, *args, **kwargs)
+        os.replace(written, outfile)
+        return (outfile,) + tuple(result[1:])
 
     def run(self):
         try:

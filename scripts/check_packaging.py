@@ -4,8 +4,8 @@ The nox session ``packaging`` runs it, with the pinned tools of
 scripts/packaging-requirements.txt installed beside the interpreter that
 runs this script; its one argument is the Python that makes the fresh
 virtual environments (Debian's, with venv and the headers). It takes
-about five minutes on two idle cores, eight or nine on busy ones (the
-three suites run partly side by side). Everything happens in a temporary
+two and a half to four minutes beside another CI phase on two cores (the
+three installs' tests run partly side by side). Everything happens in a temporary
 directory, removed at the end unless ``SEMIDBM_PACKAGING_KEEP=1``; the
 source tree is only read.
 
@@ -13,16 +13,18 @@ source tree is only read.
    built from that sdist; ``twine check --strict`` on both;
 2. ``auditwheel show``, then ``auditwheel repair``: the wheel must get a
    manylinux tag;
-3. that wheel in a fresh venv: the whole suite with the compiled kernel
-   (scripts/test_installed.py), ``mypy --strict`` on
-   examples/typed_usage.py (and on code with type errors, which must
-   fail), stubtest on the stubs, and the example run;
+3. that wheel in a fresh venv: the installed selection of the suite
+   (``INSTALLED_SELECTION``, with scripts/test_installed.py) on both
+   kernels, ``mypy --strict`` on examples/typed_usage.py (and on code
+   with type errors, which must fail), stubtest on the stubs, and the
+   example run;
 4. the sdist in another fresh venv, without Cython installed there: it
-   builds (pip fetches Cython for the build only) and passes the suite;
+   builds (pip fetches Cython for the build only) and passes the
+   installed selection;
 5. the sdist built with ``SEMIDBM_NO_EXTENSIONS=1``: a py3-none-any
-   wheel, installed in a third venv, passing the suite on the pure-Python
-   kernel; and built with a failing C compiler: an error that names the
-   variable;
+   wheel, installed in a third venv, passing the installed selection on
+   the pure-Python kernel alone; and built with a failing C compiler: an
+   error that names the variable;
 6. the cibuildwheel build identifiers for each platform and workflow job
    (scripts/check_build_identifiers.py), and the workflow file against
    the GitHub workflow schema.
@@ -59,6 +61,24 @@ db[b"k"] = 5
 db.keys().mapping
 semidbm.open_shelf("p", serializer="yaml")
 """
+
+#: The tests run on each install. What an install adds over the whole
+#: suite on the checkout (which CI runs on every Python) is what the
+#: distribution holds: every module of the package imported by both
+#: kernels' runs, the compiled kernel as the sdist alone builds it, the
+#: ``semidbm`` command and ``python -m semidbm`` (test_cli, both ways),
+#: the stubs (mypy and stubtest, below), and what the kernels do with the
+#: install's own files (the mapping and dbm contract, both kernels side by
+#: side, shelves, every example of the documentation, the kernel the
+#: install chose). How each kernel behaves does not depend on how it was
+#: installed: the rest of the suite, which tests that, runs on the checkout.
+INSTALLED_SELECTION = [
+    "tests/" + name + ".py"
+    for name in (
+        "test_implementation", "test_cli", "test_cli_import", "test_mapping",
+        "test_dbm_contract", "test_kernels", "test_shelf", "test_examples",
+    )
+]
 
 STARTED = time.monotonic()
 
@@ -173,11 +193,12 @@ class Checker:
         return place
 
     def installed_suite(self, venv, env=None, **options):
-        """The suite against the install in ``venv`` (test_installed.py), from its own directory."""
+        """INSTALLED_SELECTION against the install in ``venv`` (test_installed.py), from its own
+        directory."""
         directory = Path(str(venv) + "-run")
         directory.mkdir(exist_ok=True)
-        run(venv / "bin" / "python", PROJECT / "scripts" / "test_installed.py", "-q",
-            cwd=directory, env=env, **options)
+        run(venv / "bin" / "python", PROJECT / "scripts" / "test_installed.py",
+            "--tests", ",".join(INSTALLED_SELECTION), "-q", cwd=directory, env=env, **options)
 
     def start(self, name, function, *arguments):
         """Start ``function(*arguments, log)`` beside the foreground steps, output to its log."""
@@ -260,7 +281,8 @@ class Checker:
         step("auditwheel")
         repaired = repair(self.work, wheel)
 
-        step("the sdist installed (in the background); the wheel in a fresh venv: the suite")
+        step("the sdist installed (in the background); the wheel in a fresh venv: the installed "
+             "selection of the suite")
         self.start("sdist-install", self.install_sdist, sdist)
         self.start("pure-build", self.build_pure, sdist)
         wheel_venv = self.fresh_venv("wheel-venv", "%s[test]" % repaired)
@@ -269,8 +291,8 @@ class Checker:
         step("the wheel: types (mypy --strict, stubtest) and the typed example")
         self.types(wheel_venv)
 
-        step("SEMIDBM_NO_EXTENSIONS=1: a pure-Python wheel from the sdist, and the suite on it "
-             "(in the background)")
+        step("SEMIDBM_NO_EXTENSIONS=1: a pure-Python wheel from the sdist, and the installed "
+             "selection on it (in the background)")
         self.finish("pure-build")
         pure = only(self.work / "pure" / "semidbm-*.whl")
         if not pure.name.endswith("-py3-none-any.whl"):
@@ -279,7 +301,8 @@ class Checker:
         pure_venv = self.fresh_venv("pure-venv", "%s[test]" % pure)
         self.start("pure-suite", self.pure_suite, pure_venv)
 
-        step("the sdist in a fresh venv without Cython: it built, and passes the suite")
+        step("the sdist in a fresh venv without Cython: it built, and passes the installed "
+             "selection")
         self.finish("sdist-install")
         self.installed_suite(self.work / "sdist-venv")
         self.finish("pure-suite")

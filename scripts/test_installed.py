@@ -13,7 +13,9 @@ go to pytest. It:
    ``SEMIDBM_V051_PYTHON`` names, or else a virtual environment made for
    the run with ``pip install semidbm==0.5.1``;
 3. runs pytest on ``tests/`` beside this script's folder, in the same
-   mode (``tests/conftest.py`` reads ``SEMIDBM_NO_EXTENSIONS`` too).
+   mode (``tests/conftest.py`` reads ``SEMIDBM_NO_EXTENSIONS`` too); or,
+   given ``--tests FILE,FILE...`` first (``tests/test_cli.py``, relative
+   to the project), on those alone. The other arguments go to pytest.
 """
 
 import importlib.util
@@ -82,8 +84,12 @@ def main(pytest_arguments):
     with tempfile.TemporaryDirectory(prefix="semidbm-v051-") as place:
         if not env.get("SEMIDBM_V051_PYTHON"):
             env["SEMIDBM_V051_PYTHON"] = str(make_v051_environment(Path(place) / "venv"))
+        chosen = [PROJECT / "tests"]
+        if pytest_arguments[:1] == ["--tests"]:
+            chosen = [PROJECT / name for name in pytest_arguments[1].split(",")]
+            pytest_arguments = pytest_arguments[2:]
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                   str(PROJECT / "tests"), *pytest_arguments]
+                   *map(str, chosen), *pytest_arguments]
         return subprocess.run(command, env=env).returncode
 
 

@@ -545,6 +545,7 @@ KILLS = {"cython": 12, "python": 8}
 
 
 @posix_only
+@pytest.mark.slow
 @pytest.mark.parametrize("buffer_size", [0, 1 << 20], ids=["unbuffered", "buffered"])
 def test_batch_writers_killed_at_random_moments(kernel, tmp_path, buffer_size):
     name = kernel_name(kernel)
@@ -555,6 +556,7 @@ def test_batch_writers_killed_at_random_moments(kernel, tmp_path, buffer_size):
     assert harness.counts["kills"] == KILLS[name]
 
 
+@pytest.mark.slow
 @posix_only
 def test_the_crash_harness_catches_batches_written_a_change_at_a_time(tmp_path):
     with crash.Harness(tmp_path / "db", IMPLEMENTATIONS[-1], 0, seed=5,

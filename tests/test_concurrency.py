@@ -333,6 +333,7 @@ def run_beside_a_maintainer(work, maintain, workers=4):
     def maintainer():
         while not stop.is_set():
             maintain()
+            stop.wait(0.001)  # a moment for the workers: a lock is no queue
 
     threads = [threading.Thread(target=guarded, args=(work, n)) for n in range(workers)]
     helper = threading.Thread(target=guarded, args=(maintainer,))

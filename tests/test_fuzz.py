@@ -28,6 +28,7 @@ def place():
 
 @settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=fuzz.hostile_files)
+@pytest.mark.slow
 def test_hostile_files(place, data):
     fuzz.check(data, place)
 

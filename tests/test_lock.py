@@ -152,6 +152,7 @@ def database(dbpath):
     return dbpath
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["writer_active", "stats"])
 def test_probes_never_get_a_writer_refused(database, how):
     probers = [start(PROBER, database, how)[0] for _ in range(2)]

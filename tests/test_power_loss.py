@@ -195,6 +195,7 @@ def test_every_cut_point_of_a_short_workload(kernel, name, tmp_path):
 
 
 @needs_fuse
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, SEEDS + 1))
 def test_random_workload_cut_at_random_points(kernel, seed, tmp_path):
     workload = powerloss.random_workload(seed * 7 + len(kernel_name(kernel)), LENGTH)

@@ -20,6 +20,9 @@ from .harness import powerfs, powerloss, powerpeers
 
 _UNAVAILABLE = powerfs.unavailable()
 
+#: The peers' runs test the harness, not semidbm: not again on every Python.
+pytestmark = pytest.mark.slow
+
 
 def _peer(name):
     """The peer ``name``, or a skip saying what is missing."""

@@ -1,5 +1,6 @@
 """The records' codecs and walk (``_records``), and the examination of a file (``_checks``)."""
 
+import mmap
 import struct
 
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _kernel, _messages
+from semidbm import _checks, _kernel, _messages, _records
 from semidbm._checks import DataFile
 from semidbm._records import LogSummary, checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
@@ -107,6 +108,46 @@ def test_checksum_matches_checks_key_and_value(kind, flip):
         record[flip] ^= 0x10
     ((_, key, value_start, _, end),) = walk(bytes(record), 0, "p")
     assert checksum_matches(bytes(record), key, value_start, end) is (flip is None)
+
+
+class AdvisedMap(mmap.mmap):
+    """A memory map that notes each ``madvise`` it is given."""
+
+    def madvise(self, *advice):
+        self.advised.append(advice)
+        return super().madvise(*advice)
+
+
+@pytest.mark.parametrize("flip", [None, 20, 20000, 49999], ids=["whole", "first", "third", "last"])
+def test_a_large_value_in_a_map_is_checked_a_chunk_at_a_time(monkeypatch, tmp_path, flip):
+    # Chunks of two pages: a value of 50,000 bytes is read in four or more,
+    # each chunk's whole pages let go once read; a byte changed in any
+    # chunk is found, and pages let go are read again from the file.
+    chunk = 2 * mmap.PAGESIZE
+    monkeypatch.setattr(_records, "CHECK_CHUNK", chunk)
+    record = bytearray(put_record(b"key", bytes(range(256)) * 195 + b"x" * 80))
+    if flip is not None:
+        record[11 + flip] ^= 0x10
+    (tmp_path / "file").write_bytes(bytes(record))
+    with open(tmp_path / "file", "rb") as handle, AdvisedMap(
+        handle.fileno(), 0, access=mmap.ACCESS_READ
+    ) as mapped:
+        mapped.advised = []
+        ((_, key, value_start, _, end),) = walk(mapped, 0, "p")
+        assert checksum_matches(mapped, key, value_start, end) is (flip is None)
+        if hasattr(mmap, "MADV_DONTNEED"):
+            assert len(mapped.advised) >= 50_000 // chunk - 1
+            assert all(advice[0] == mmap.MADV_DONTNEED for advice in mapped.advised)
+        assert checksum_matches(mapped, key, value_start, end) is (flip is None)
+
+
+def test_a_large_value_in_memory_of_its_own_is_checked_without_advice(monkeypatch):
+    # Only a map is advised: madvise on the process's own memory would lose it.
+    monkeypatch.setattr(_records, "CHECK_CHUNK", 2 * mmap.PAGESIZE)
+    record = put_record(b"key", bytes(range(256)) * 195)
+    ((_, key, value_start, _, end),) = walk(record, 0, "p")
+    assert checksum_matches(record, key, value_start, end)
+    assert checksum_matches(memoryview(bytearray(record)), key, value_start, end)
 
 
 # --- the tools' walk over a data file (summarize_log, in each kernel) ---

@@ -74,6 +74,7 @@ import sys
 
 from . import _compaction, _fields, _files, _index, _messages, _tail
 from ._settings import (
+    CHECK_CHUNK as _CHECK_CHUNK,
     COMPACT_CHUNK as _COMPACT_CHUNK,
     INDEX_SYNC_SHARE as _INDEX_SYNC_SHARE,
     INDEX_TAIL_SHARE as _INDEX_TAIL_SHARE,
@@ -99,6 +100,7 @@ cdef enum:
 cdef Py_ssize_t MAX_LENGTH = _MAX_LENGTH
 cdef uint64_t PROGRESS_STEP = _PROGRESS_STEP
 cdef Py_ssize_t COMPACT_CHUNK = _COMPACT_CHUNK
+cdef uint64_t CHECK_CHUNK = _CHECK_CHUNK
 cdef str TOO_LONG = _messages.TOO_LONG
 cdef str COMPACTING = _messages.COMPACTING
 cdef str CHANGED_DURING_ITERATION = _messages.CHANGED_DURING_ITERATION

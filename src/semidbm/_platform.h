@@ -11,6 +11,11 @@
  * under a large index: its lookups land anywhere in it, and with 4 KiB
  * pages nearly every one also misses the TLB. Elsewhere it does nothing.
  * semidbm_prefetch starts loading memory that will be needed soon.
+ * semidbm_release lets go of the whole pages of a range of a read-only
+ * shared mapping of a file (Linux and the BSDs: MADV_DONTNEED): they leave
+ * the process's resident memory, stay in the page cache, and are read
+ * again from the file if touched again. Never on memory of its own: there
+ * it would lose the bytes. Windows: nothing.
  *
  * For the index rebuild's two threads: semidbm_load_acquire and
  * semidbm_store_release read and write a 64-bit counter that another
@@ -85,6 +90,12 @@ static void semidbm_advise_huge(void *data, size_t size)
     (void)size;
 }
 
+static void semidbm_release(const char *data, size_t size)
+{
+    (void)data;
+    (void)size;
+}
+
 static void semidbm_yield(void)
 {
     SwitchToThread();
@@ -140,6 +151,21 @@ static void semidbm_advise_huge(void *data, size_t size)
     uintptr_t end = ((uintptr_t)data + size) & ~(uintptr_t)0x1FFFFF;
     if (end > start)
         madvise((void *)start, end - start, MADV_HUGEPAGE);
+#endif
+}
+
+static void semidbm_release(const char *data, size_t size)
+{
+#ifdef MADV_DONTNEED
+    /* Only the whole pages inside the range: the others hold bytes still wanted. */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)data + page - 1) / page * page;
+    uintptr_t end = ((uintptr_t)data + size) / page * page;
+    if (end > start)
+        madvise((void *)start, end - start, MADV_DONTNEED);
+#else
+    (void)data;
+    (void)size;
 #endif
 }
 

@@ -13,6 +13,7 @@ cdef extern from "_platform.h":
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
     void semidbm_advise_huge(void* data, size_t size) noexcept nogil
+    void semidbm_release(const char* data, size_t size) noexcept nogil
     void semidbm_prefetch(const void* address) noexcept nogil
     uint64_t semidbm_load_acquire(volatile uint64_t* counter) noexcept nogil
     void semidbm_store_release(volatile uint64_t* counter, uint64_t value) noexcept nogil

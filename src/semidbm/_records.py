@@ -15,13 +15,14 @@ among them); this module raises an error with a message from
 ``_messages``, so it could not live there without an import cycle.
 """
 
+import mmap
 import re
 import struct
 from collections import namedtuple
 from zlib import crc32
 
 from . import _messages
-from ._settings import PROGRESS_STEP
+from ._settings import CHECK_CHUNK, PROGRESS_STEP
 from .errors import DBMLoadError
 from .format import (
     BATCH,
@@ -114,11 +115,40 @@ def checksum_matches(data, key, value_start, end):
     """Whether the CRC-32 that ends the record of ``key`` at ``end`` matches key and value.
 
     The record is as :func:`walk` yields it: its value (none for a delete)
-    lies in ``data`` from ``value_start`` to the checksum.
+    lies in ``data`` from ``value_start`` to the checksum. A value longer
+    than ``CHECK_CHUNK`` is read in place, a chunk at a time, and when
+    ``data`` is a memory map each chunk's whole pages are let go once read.
     """
     value_end = end - CHECKSUM_SIZE
     (stored,) = CHECKSUM.unpack_from(data, value_end)
-    return checksum(key, data[value_start:value_end]) == stored
+    if value_end - value_start <= CHECK_CHUNK:  # nearly every value: one copy, small
+        return checksum(key, data[value_start:value_end]) == stored
+    found = crc32(key)
+    with memoryview(data) as view:
+        for start in range(value_start, value_end, CHECK_CHUNK):
+            stop = min(start + CHECK_CHUNK, value_end)
+            found = crc32(view[start:stop], found)
+            _release(data, start, stop)
+    return found == stored
+
+
+def _release(data, start, stop):
+    """Let go of the whole pages of the memory map ``data`` between ``start`` and ``stop``.
+
+    Nothing for anything but a map, or where ``madvise`` is not offered.
+    The maps read here are read-only and shared: a page let go is read
+    again from the file if it is touched again. It is advice: where the
+    system refuses it (locked pages, say), the pages stay, as in C.
+    """
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = stop // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        try:
+            data.madvise(mmap.MADV_DONTNEED, first, last - first)
+        except OSError:
+            pass
 
 
 def corrupt_record(path, offset, key_length, value_length):

@@ -58,6 +58,7 @@ cdef struct LogParser:
     uint64_t ahead        # the log is prefetched up to here
     uint64_t followed     # empty records before here are followed by a sound record
     bint batches          # the log may hold batch records (format 2)
+    bint mapped           # map is the file's mapping, not a copy: checks let go of its pages
     uint64_t batch_end    # records before here are in a batch whose checksum matched
     bint corrupt          # stopped at a record with impossible lengths (at position):
     int32_t key_size      # its lengths
@@ -94,11 +95,35 @@ cdef bint checksum_matches(const char* data, uint64_t position, int32_t key_size
                  record_end - position - RECORD_OVERHEAD) == load_be32(data + record_end - 4)
 
 
+cdef bint mapped_checksum_matches(const char* data, uint64_t position,
+                                  uint64_t record_end) noexcept nogil:
+    """``checksum_matches`` for a record in the data file's mapping (never a copy).
+
+    As ``_records.checksum_matches``: read ``CHECK_CHUNK`` bytes at a
+    time, each chunk's whole pages let go once read (``semidbm_release``),
+    so that a value of gigabytes does not stay resident.
+    """
+    cdef uint64_t start = position + LENGTHS_SIZE
+    cdef uint64_t end = record_end - 4
+    cdef uint64_t stop
+    cdef uint32_t found = 0
+    while True:
+        stop = end if end - start <= CHECK_CHUNK else start + CHECK_CHUNK
+        found = crc32(found, data + start, stop - start)
+        semidbm_release(data + start, stop - start)
+        start = stop
+        if start == end:
+            return found == load_be32(data + end)
+
+
 cdef void parser_start(LogParser* parser, const char* data, uint64_t base, uint64_t seed,
-                       uint64_t position, uint64_t size, bint batches) noexcept nogil:
+                       uint64_t position, uint64_t size, bint batches,
+                       bint mapped) noexcept nogil:
     """Set ``parser`` to parse ``data`` (the file from offset ``base``) from ``position`` to
-    ``size``, offsets of the file; ``batches``: the file is of format 2."""
+    ``size``, offsets of the file; ``batches``: the file is of format 2; ``mapped``: ``data``
+    is the data file's mapping (``semidbm_map``), whose pages a check may let go of."""
     parser.map = data
+    parser.mapped = mapped
     parser.base = base
     parser.seed = seed
     parser.position = position - base
@@ -176,13 +201,15 @@ cdef bint sound_record(const char* data, uint64_t position, uint64_t size,
 
 
 cdef bint lost_data(const char* data, uint64_t base, uint64_t position, int32_t key_size,
-                    uint64_t record_end) noexcept nogil:
+                    uint64_t record_end, bint mapped) noexcept nogil:
     """True if the record at ``position`` holds zeros a power cut left, by its checksum.
 
     As ``_records._lost_data``: the checksum is read when the record's
     last byte is zero or a page boundary inside it has a zero byte on
     either side, and must fail. Pages count from the start of the file
-    (``data`` holds it from offset ``base`` on).
+    (``data`` holds it from offset ``base`` on). In the file's mapping
+    (``mapped``), the check of a record longer than ``CHECK_CHUNK`` lets
+    go of the pages it reads.
     """
     cdef bint suspect = data[record_end - 1] == 0
     # The first boundary after the record's first byte, in the file's offsets, then in data's.
@@ -190,7 +217,11 @@ cdef bint lost_data(const char* data, uint64_t base, uint64_t position, int32_t 
     while not suspect and boundary < record_end:
         suspect = data[boundary - 1] == 0 or data[boundary] == 0
         boundary += DISK_PAGE
-    return suspect and not checksum_matches(data, position, key_size, record_end)
+    if not suspect:
+        return False
+    if mapped and record_end - position > CHECK_CHUNK:
+        return not mapped_checksum_matches(data, position, record_end)
+    return not checksum_matches(data, position, key_size, record_end)
 
 
 cdef inline void stop_at_corrupt(LogParser* parser, int32_t key_size,
@@ -265,7 +296,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
                 parser.followed = zero_run_end(data, position, size)
                 if not sound_record(data, parser.followed, size, parser.batches):
                     break
-            elif lost_data(data, base, position, key_size, record_end):
+            elif lost_data(data, base, position, key_size, record_end, parser.mapped):
                 break
         block[parsed].offset = base + position
         block[parsed].hash = hash_key(parser.seed, data + position + LENGTHS_SIZE, key_size)
@@ -463,7 +494,8 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     cdef ParseRing* ring = NULL
     cdef bint handed_over = False
     cdef Table* table = &index.table
-    parser_start(&parser, data, base, index.seed, position, size, table.log.batches)
+    parser_start(&parser, data, base, index.seed, position, size, table.log.batches,
+                 data == table.log.map)
     if threaded_replay and size - position >= THREADED_REPLAY_MIN:
         ring = start_parsing()
     try:

@@ -18,6 +18,12 @@ MAX_BUFFER_SIZE = 1 << 30
 PROGRESS_STEP = 1 << 20
 #: Bytes a compaction collects before each write.
 COMPACT_CHUNK = 1 << 20
+#: Bytes of a value checked against its checksum at a time, in a memory map
+#: of the data file. Each chunk's whole pages are let go once read (they
+#: stay in the page cache), so that checking a value of gigabytes (a zero
+#: run a power cut may have left in a data file past 4 GiB) keeps at most
+#: this much of it in the process's resident memory. Both kernels.
+CHECK_CHUNK = 1 << 26
 #: A writer writes a new index at ``close()`` once the log it does not cover
 #: is at least this long (docs/FORMAT.md, "Writing an index"), or
 #: :data:`INDEX_TAIL_SHARE` of the covered part if more: an open replays at

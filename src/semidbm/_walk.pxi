@@ -36,7 +36,8 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
     index.seed = random_seed()
     log.batches = check_header(PyBytes_FromStringAndSize(data, HEADER_SIZE),
                                path)[0] >= _BATCH_FORMAT
-    parser_start(&parser, data, 0, index.seed, HEADER_SIZE, size, log.batches)
+    # Not mapped: summarize_log takes any buffer, which may be memory of its own.
+    parser_start(&parser, data, 0, index.seed, HEADER_SIZE, size, log.batches, False)
     try:
         while parsed == REPLAY_BLOCK:
             parsed = parse_block(&parser, block)
