@@ -385,6 +385,47 @@ def test_threads_sharing_one_database(dbopen, dbpath):
     check_models_stored(dbopen, dbpath, database, models)
 
 
+@pytest.mark.parametrize("buffer_size", [0, 1 << 16], ids=["unbuffered", "buffered"])
+def test_a_write_that_returns_while_another_thread_closes_is_kept(dbopen, dbpath, buffer_size):
+    # close() writes out and fsyncs with the GIL released: a write made by
+    # another thread meanwhile either lands (and is there once closed) or
+    # raises "closed"; none returns and is lost with the buffer.
+    def writer(database, prefix, written, errors, going):
+        number = 0
+        while True:
+            key = b"%s-%d" % (prefix, number)
+            try:
+                database[key] = key * 8
+            except semidbm.error as exc:
+                if "closed" not in str(exc):
+                    errors.append(exc)
+                return
+            written.append(key)
+            number += 1
+            if number == 200:
+                going.set()
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for attempt in range(5):
+            database = dbopen(dbpath, "n", buffer_size=buffer_size)
+            written, errors, going = [], [], threading.Event()
+            thread = threading.Thread(
+                target=writer, args=(database, b"%d" % attempt, written, errors, going)
+            )
+            thread.start()
+            going.wait()
+            database.close()
+            thread.join()
+            assert errors == []
+            with dbopen(dbpath, verify_checksums=True) as again:
+                missing = [key for key in written if key not in again]
+                assert missing == [], (attempt, len(missing), len(written))
+    finally:
+        sys.setswitchinterval(switch)
+
+
 def test_iteration_in_another_thread_waits_for_a_compaction(dbopen, dbpath):
     database = dbopen(dbpath, "c")
     keys = {b"%d" % i for i in range(20)}

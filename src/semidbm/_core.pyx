@@ -738,6 +738,7 @@ cdef class Store:
             if not self.writable and not self.owner:
                 self.check_open()
                 return
+            self.check_writable("sync")
             self.write_out(_INDEX_SYNC_SHARE)
 
     cdef int write_out(self, Py_ssize_t share) except -1:
@@ -746,9 +747,9 @@ cdef class Store:
         If the log past the last index file is long enough for a new one
         (``_settings.index_due`` with ``share``), the new index file is
         written and flushed while the data file's fsync runs in another
-        thread, and renamed into place only once that has succeeded.
+        thread, and renamed into place only once that has succeeded. The
+        caller has checked that the store is writable.
         """
-        self.check_writable("sync")
         self.flush()
         if index_due(self.index_written, self.log.disk_end, share):
             flushing = _files.BackgroundFsync(self.fd)
@@ -945,7 +946,13 @@ cdef class Store:
         self.writable = False
 
     def close(self):
-        """``_interface.Store.close``."""
+        """``_interface.Store.close``.
+
+        A writer's last write-out releases the GIL (the fsync, the index
+        file): the store is busy meanwhile, so that an item operation of
+        another thread waits for the guard and then finds the store closed,
+        rather than landing in a buffer about to be freed unwritten.
+        """
         with self.guard:
             if self.busy:
                 raise DBMError(COMPACTING % self.path)
@@ -953,8 +960,11 @@ cdef class Store:
                 return
             try:
                 if self.writable:
+                    self.check_writable("sync")
+                    self.busy = True
                     self.write_out(_INDEX_TAIL_SHARE)
             finally:
+                self.busy = False
                 self.release()
 
 
