@@ -18,6 +18,7 @@ import pytest
 
 import semidbm
 from semidbm import _lock
+from semidbm.format import INDEX_NAME
 
 from .conftest import kernel_name
 
@@ -285,6 +286,53 @@ def test_compaction_while_a_reader_is_open(dbopen, dbpath):
     writer.close()
     with dbopen(dbpath) as database:
         assert database[b"a"] == b"2"
+
+
+def test_a_refresh_that_switches_index_files_is_atomic_for_other_threads(kernel, dbopen, dbpath):
+    # One thread refreshes a reader while the writer installs new index
+    # files (a sync past 4 MiB of uncovered log writes one); another thread
+    # reads keys that never change through the same reader: none is ever
+    # missing, and the count never drops.
+    stable = {b"stable-%d" % number: b"%d" % number for number in range(100)}
+    with dbopen(dbpath, "c") as writer:
+        writer.update(stable)
+        writer.sync()
+        reader = dbopen(dbpath, "r")
+        done, errors = threading.Event(), []
+
+        def refresher():
+            while not done.is_set():
+                reader.refresh()
+
+        def looker():
+            while not done.is_set():
+                count = len(reader)
+                if count < len(stable):
+                    errors.append("len() gave %d" % count)
+                for key, value in stable.items():
+                    if reader.get(key) != value:
+                        errors.append("%r read as %r" % (key, reader.get(key)))
+                        break
+
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)
+        threads = [threading.Thread(target=refresher), threading.Thread(target=looker)]
+        try:
+            for thread in threads:
+                thread.start()
+            filler = b"f" * 1000
+            for round_number in range(6):
+                writer.update((b"r%d-%d" % (round_number, n), filler) for n in range(5000))
+                writer.sync()
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join()
+            sys.setswitchinterval(switch)
+            reader.close()
+    assert errors == [], errors[:5]
+    if kernel_name(kernel) == "cython":  # the compiled kernel's writer wrote index files
+        assert (dbpath / INDEX_NAME).exists()
 
 
 def test_refresh_on_a_writer_does_nothing(dbopen, dbpath):

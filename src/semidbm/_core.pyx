@@ -891,6 +891,10 @@ cdef class Store:
                 self.release()  # what it indexed is gone
                 raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
             else:
+                # Switching to a newer index file forgets the table before it
+                # attaches the new one, and both steps run Python code (the
+                # GIL may pass): other threads' item operations wait meanwhile.
+                self.busy = True
                 try:
                     keys_switch(self, size)
                     if size > self.log.disk_end:
@@ -899,6 +903,8 @@ cdef class Store:
                 except BaseException:
                     self.release()  # a corrupt log: nothing after it can be trusted
                     raise
+                finally:
+                    self.busy = False
 
     cdef uint64_t replay_copy(self, bytes data, uint64_t base) except? 0:
         """A reader's refresh: replay ``data``, a copy of the log from ``disk_end`` (``base``) on.
