@@ -1,7 +1,9 @@
 """CI: every phase of .ci/run, two at a time, with each phase's time against its budget.
 
-``.ci/run`` runs this with Debian's Python. The phases are nox sessions
-(``scripts/nox.sh``, sessions in noxfile.py); each runs in its own
+``.ci/run`` runs this with Debian's Python, the table of phases on its
+standard input (``parse``: each phase's name, budget, options and
+command). The phases are nox sessions (``scripts/nox.sh``, sessions in
+noxfile.py); each runs in its own
 process group, its output into a log file of its own, printed whole when
 it ends, so that two phases running side by side never mix their lines.
 A phase that needs the work of another (the Debian unstable Pythons need
@@ -12,7 +14,7 @@ tests in one process (``SEMIDBM_TEST_PROCESSES=1``: the suites' own
 spreading over processors would only make them wait for each other),
 but the whole suite's, which runs as the README's command runs it, over
 two processes (pytest-xdist), so that CI runs that way too. A
-phase that mostly waits for the network (``processor=False``) runs beside
+phase that mostly waits for the network (``network``) runs beside
 them without taking a place. The sessions take their own locks where they
 share files (noxfile.py: the build of the compiled kernel in the checkout,
 semidbm 0.5.1's environment, the Debian unstable folder).
@@ -24,8 +26,8 @@ the run: the budgets say where the time goes, and the limit of the whole
 run is the number that counts, ``RUN_BUDGET``), and a phase still running
 at ``HUNG`` times its budget is taken as hung: ended, it fails the run.
 
-Usage: ``python3 scripts/ci.py [NAME ...]`` runs the phases named (all by
-default); ``--list`` prints them.
+Usage: ``bash .ci/run [NAME ...]`` runs the phases named (all by
+default); ``bash .ci/run --list`` prints them.
 """
 
 import argparse
@@ -57,11 +59,6 @@ STOP_SECONDS = 10
 HUNG = 3
 
 
-def nox(*arguments):
-    """The command that runs nox with ``arguments``."""
-    return ["bash", "scripts/nox.sh", *arguments]
-
-
 @dataclass
 class Phase:
     """One step of the run: a name, its command, its budget in seconds."""
@@ -78,46 +75,42 @@ class Phase:
     seconds: float = 0.0
 
 
-def phases():
-    """Every phase, in the order they are started when their turn and a place come."""
-    unstable = "Debian unstable folder (debootstrap)"
-    listed = [
-        Phase(unstable, nox("-s", "debian_unstable_folder"), 180, processor=False),
-        # Spread over two processes, as the README's command runs it (pytest-xdist).
-        # The slowest 30 tests listed, to see where the suite's time goes.
-        Phase("tests (the README's test command, Debian's Python 3.11)",
-              nox("-s", "tests", "--", "--durations=30"), 330, processes=2),
-        Phase("packaging", nox("-s", "packaging"), 300),
-        Phase("sanitizers", nox("-s", "sanitize"), 420),
-    ]
-    listed += [
-        Phase("compiled kernel tests on pyenv's Python " + version,
-              nox("-s", "compiled-" + version), 180)
-        for version in ("3.9", "3.10", "3.12", "3.13")
-    ]
-    listed += [
-        Phase("compiled kernel tests on Python 3.14 (Debian unstable)",
-              nox("-s", "compiled-3.14"), 180, after=(unstable,)),
-        Phase("compiled kernel tests on Python 3.15 (Debian unstable)",
-              nox("-s", "compiled-3.15"), 180,
-              after=("compiled kernel tests on Python 3.14 (Debian unstable)",)),
-        Phase("memcheck", nox("-s", "memcheck"), 180),
-        Phase("main job smoke test",
-              ["bash", "-c", 'bash scripts/nox.sh -s bench -- --preset all --quick'
-                             ' --out-dir "$(mktemp -d)" > /dev/null'], 90),
-        Phase("scale benchmark at 2**20",
-              nox("-s", "scale", "--", "--records", "1048576", "--gdbm-seconds", "30",
-                  "--compact"), 120),
-        Phase("asv, each benchmark once",
-              nox("-s", "asv", "--", "run", "--quick", "--show-stderr", "--python=same"), 120),
-        Phase("documentation site (Sphinx, warnings as errors, doctests)", nox("-s", "docs"), 90),
-        Phase("lint (ruff, cython-lint)", nox("-s", "lint"), 30),
-    ]
-    # scripts/nox.sh makes nox's own environment on first use: once, before the others.
-    runner = Phase("the task runner (scripts/nox.sh installs nox)", nox("--version"), 60)
-    for phase in listed:
-        phase.after += (runner.name,)
-    return [runner] + listed
+def parse(table):
+    """The phases of ``table``, the text .ci/run gives: a line a phase, in the order they start.
+
+    Each line is ``NAME | BUDGET | OPTIONS | COMMAND``: the budget in
+    seconds; the options, separated by commas, ``first`` (every other
+    phase waits for this one), ``network`` (mostly waits, takes no place),
+    ``processes=N`` and ``after=NAME``; the command, run by bash from the
+    top of the checkout. Blank lines and lines starting with ``#`` are
+    left out. A line of another shape is a ValueError naming it.
+    """
+    phases, first = [], []
+    for line in table.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = [part.strip() for part in line.split("|", 3)]
+        if len(fields) != 4 or not fields[1].isdigit() or not fields[3]:
+            raise ValueError("not a phase (NAME | BUDGET | OPTIONS | COMMAND): %r" % line)
+        name, budget, options, command = fields
+        phase = Phase(name, ["bash", "-c", command], int(budget))
+        for option in filter(None, (part.strip() for part in options.split(","))):
+            word, _, value = option.partition("=")
+            if option == "first":
+                first.append(name)
+            elif option == "network":
+                phase.processor = False
+            elif word == "processes" and value.isdigit():
+                phase.processes = int(value)
+            elif word == "after" and value:
+                phase.after += (value,)
+            else:
+                raise ValueError("unknown option %r of the phase %r" % (option, name))
+        phases.append(phase)
+    for phase in phases:
+        if phase.name not in first:
+            phase.after += tuple(first)
+    return phases
 
 
 def say(text):
@@ -241,7 +234,10 @@ def main(argv=None):
     parser.add_argument("names", nargs="*", help="the phases to run (default: all)")
     parser.add_argument("--list", action="store_true", help="print the phases and exit")
     options = parser.parse_args(argv)
-    every = phases()
+    try:
+        every = parse(sys.stdin.read())
+    except ValueError as exc:
+        parser.error("the phase table: %s" % exc)
     if options.list:
         for phase in every:
             print("%s (budget %d s)" % (phase.name, phase.budget))

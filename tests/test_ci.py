@@ -133,12 +133,46 @@ def test_each_phase_gets_the_processes_it_asks_for(tmp_path):
     assert [(tmp_path / name).read_text() for name in ("one", "two")] == ["1", "2"]
 
 
+def ci_table():
+    """The table of phases that .ci/run gives scripts/ci.py (its here-document)."""
+    text = (benchmark_scripts.SCRIPTS.parent / ".ci" / "run").read_text()
+    return text.split("<<'PHASES'\n", 1)[1].split("\nPHASES\n", 1)[0]
+
+
 def test_the_phases_of_ci_are_named_once_and_wait_only_for_phases_of_ci():
-    phases = ci.phases()
+    phases = ci.parse(ci_table())
     names = [phase.name for phase in phases]
     assert len(set(names)) == len(names)
     assert all(set(phase.after) <= set(names) for phase in phases)
     assert sum(phase.budget for phase in phases if phase.processor) / ci.PLACES < ci.RUN_BUDGET
+    # The README's test command is one of them, as the README says.
+    assert any(phase.command[-1].startswith("bash scripts/nox.sh -s tests") for phase in phases)
+
+
+def test_a_table_gives_each_phase_its_budget_options_and_command():
+    phases = ci.parse(
+        "# a comment\n"
+        "setup | 5 | first | true\n"
+        "\n"
+        "net | 7 | network | echo a | cat\n"
+        "suite | 9 | processes=2, after=net | bash scripts/nox.sh -s tests\n"
+    )
+    setup, net, suite = phases
+    assert (setup.name, setup.budget, setup.after, setup.command) == (
+        "setup", 5, (), ["bash", "-c", "true"])
+    assert not net.processor and net.after == ("setup",)
+    assert net.command == ["bash", "-c", "echo a | cat"]  # a command may hold "|"
+    assert suite.processes == 2 and suite.after == ("net", "setup") and suite.processor
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["no fields", "name | soon | | true", "name | 5 | | ", "name | 5 | fast | true",
+     "name | 5 | processes=two | true", "name | 5 | after= | true"],
+)
+def test_a_line_of_another_shape_is_refused_naming_it(line):
+    with pytest.raises(ValueError, match=re.escape(line.split("|")[0].strip())):
+        ci.parse(line + "\n")
 
 
 # --- what a build is made from ---
