@@ -72,7 +72,7 @@ from posix.types cimport pid_t
 
 import sys
 
-from . import _compaction, _fields, _files, _index, _messages, _tail
+from . import _compaction, _fields, _files, _index, _log_id, _messages, _tail
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
     COMPACT_CHUNK as _COMPACT_CHUNK,
@@ -88,7 +88,6 @@ from .format import (
     MAX_LENGTH as _MAX_LENGTH,
     check_format,
     check_header,
-    header,
 )
 
 include "_platform.pxi"
@@ -260,7 +259,7 @@ cdef class Store:
         self.log.batches = self.version[0] >= _BATCH_FORMAT
         keys_forget(self)
         self.log.disk_end = size
-        keys_attach(self, _index.load(self.directory, self.fd, size))
+        keys_attach(self, _index.load(self.directory, self.fd, size, self.writable))
         self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:
@@ -271,6 +270,8 @@ cdef class Store:
                 self.unmap()  # Windows cannot cut a mapped file
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
                                           self.writable, buffer_size, recover, self.log.batches)
+            if self.writable:  # the index was checked against the log before its cut
+                _index.remove_refused(self.directory, self.fd, self.log.disk_end)
             if self.log.map == NULL:
                 self.map_file(self.log.disk_end)
         return torn_tail
@@ -784,7 +785,7 @@ cdef class Store:
             self.busy = True
             try:
                 _compaction.write_compacted(self.directory, self.fd, write_records,
-                                            header(major))
+                                            _log_id.new_log(major))
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
@@ -822,7 +823,7 @@ cdef class Store:
         cdef int32_t key_size, value_size
         cdef const char* record
         cdef bint ends_empty = False  # the last record copied is an empty one
-        cdef uint64_t written = HEADER_SIZE  # the new file's size
+        cdef uint64_t written = _log_id.START_SIZE  # the new file's size
         if chunk == NULL:
             raise MemoryError("cannot allocate the compaction buffer")
         try:

@@ -7,7 +7,8 @@ but the table itself: it encodes the header (:func:`encode_header`),
 makes the checks 1 and 2 of "Trusting an index" that decide whether an
 open uses the file at all (:func:`load`), installs a new file in place
 of the old one (:func:`install`) and removes it before the log it
-describes is replaced (:func:`remove`). The compiled kernel writes the
+describes is replaced (:func:`remove`), or when a writer refuses it
+(:func:`load`). The compiled kernel writes the
 slots and their block checksums, maps them, and makes the checks 3 and
 4 as it uses them.
 
@@ -22,9 +23,8 @@ import sys
 import zlib
 from typing import NamedTuple
 
-from . import _files
+from . import _files, _log_id
 from .format import DATA_NAME, INDEX_NAME, INDEX_TEMP_NAME
-from .format import HEADER_SIZE as DATA_HEADER_SIZE
 
 #: Size of the header; the slots start there.
 HEADER_SIZE = 4096
@@ -35,7 +35,8 @@ BLOCK_SLOTS = 1024
 #: Ranges of the data file whose CRC-32 the header holds.
 SAMPLES = 32
 MAGIC = b"SEMIINDX"
-VERSION = 1
+#: 2 since the header names the log it was written for (its log id); 1 did not.
+VERSION = 2
 #: Fewest slots an index has.
 MIN_CAPACITY = 16
 
@@ -50,6 +51,9 @@ _SAMPLE = struct.Struct("<QII")
 #: Where the samples lie in the header.
 _SAMPLES_START = _FIELDS.size
 _SAMPLES_END = _SAMPLES_START + SAMPLES * _SAMPLE.size
+#: Where the log id of the data file the index was written for lies: after the samples.
+_LOG_ID_START = _SAMPLES_END
+_LOG_ID_END = _LOG_ID_START + _log_id.SIZE
 #: A CRC-32, as the header and each block of slots end with.
 _CRC = struct.Struct("<I")
 #: Where the header's CRC-32 lies: it covers every byte before it.
@@ -130,21 +134,31 @@ def _sample_crc(data_fd, offset, length):
 
 
 def encode_header(seed, covered, count, capacity, data_fd):
-    """The header of an index of the data file ``data_fd`` (at least ``covered`` long).
+    """The header of an index of the data file ``data_fd`` (at least ``covered`` long), or None.
 
-    The samples are read from the data file now: the index must describe
-    it as it is.
+    The log id and the samples are read from the data file now: the
+    index must describe it as it is. None for a log without an id (one
+    semidbm 0.5.1 created): no index is written for it, since none could
+    prove it describes that log.
     """
+    log_id = _read_log_id(data_fd)
+    if log_id is None or covered < _log_id.START_SIZE:
+        return None
     fields = _FIELDS.pack(MAGIC, VERSION, HEADER_SIZE, seed, covered, count, capacity, *_SIZES)
     samples = b"".join(
         _SAMPLE.pack(offset, length, _sample_crc(data_fd, offset, length))
         for offset, length in sample_ranges(covered)
     )
-    header = (fields + samples).ljust(_CRC_OFFSET, b"\0")
+    header = (fields + samples + log_id).ljust(_CRC_OFFSET, b"\0")
     return header + _CRC.pack(zlib.crc32(header))
 
 
-def load(directory, data_fd, data_size):
+def _read_log_id(data_fd):
+    """The log id the data file open as ``data_fd`` begins with, or None (``_log_id.read``)."""
+    return _log_id.read(_files.read_up_to(data_fd, _log_id.START_SIZE, 0))
+
+
+def load(directory, data_fd, data_size, writer=False):
     """Open ``index`` in ``directory`` if it is to be trusted; return ``(fd, Header)`` or None.
 
     Trusted means that it passes the checks 1 and 2 of docs/FORMAT.md,
@@ -153,8 +167,32 @@ def load(directory, data_fd, data_size):
     index; the caller maps it and closes it. None when there is no index,
     when it fails a check, or when it cannot be read, whatever the file
     holds; and on a big-endian machine, which cannot map the
-    little-endian table.
+    little-endian table. A ``writer`` then removes the file (:func:`remove`,
+    whose OSError it raises) before it appends anything: an index refused
+    for this log must never be trusted later, when the log has grown past
+    what it claims to cover.
     """
+    found = _open_trusted(directory, data_fd, data_size)
+    if found is None and writer:
+        remove(directory)
+    return found
+
+
+def remove_refused(directory, data_fd, data_size):
+    """A writer's :func:`load` for a kernel that does not map the index: remove it unless trusted.
+
+    The pure-Python kernel never reads the index, but the compiled one
+    may open the log later; the compiled kernel calls this after cutting
+    a torn tail, since its open checked the index against the log before
+    the cut. OSError from the removal is raised.
+    """
+    found = load(directory, data_fd, data_size, writer=True)
+    if found is not None:
+        os.close(found[0])
+
+
+def _open_trusted(directory, data_fd, data_size):
+    """:func:`load` without the removal."""
     if sys.byteorder != "little":
         return None
     try:
@@ -179,7 +217,9 @@ def _check(fd, data_fd, data_size):
         return None
     raw = _files.read_up_to(fd, HEADER_SIZE, 0)
     header = _check_header(raw, info, data_size)
-    if header is None or not _check_samples(raw, header.covered, data_fd):
+    if header is None or not _check_log_id(raw, data_fd):
+        return None
+    if not _check_samples(raw, header.covered, data_fd):
         return None
     return header
 
@@ -201,13 +241,22 @@ def _check_header(raw, info, data_size):
         return None
     if info.st_size != file_size(capacity) or capacity < MIN_CAPACITY or count >= capacity:
         return None
-    if not DATA_HEADER_SIZE <= covered <= data_size:
+    if not _log_id.START_SIZE <= covered <= data_size:
         return None
     return Header(seed, covered, count, capacity, _identity(info))
 
 
+def _check_log_id(raw, data_fd):
+    """Check 2, first part: the data file begins with the log id the header names.
+
+    A log without an id never matches, whatever the header holds.
+    """
+    log_id = _read_log_id(data_fd)
+    return log_id is not None and log_id == raw[_LOG_ID_START:_LOG_ID_END]
+
+
 def _check_samples(raw, covered, data_fd):
-    """Check 2: the header samples the ranges it should, and the data file holds those bytes now.
+    """Check 2, second part: the header samples the ranges it should, and the data file holds those bytes now.
 
     The ranges are compared before any is read, so that only the
     expected 32 small ranges of the covered log are ever read.

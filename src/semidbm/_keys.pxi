@@ -173,6 +173,8 @@ cdef int keys_write(Store store, object data_durable=None) except -1:
                                           capacity, store.fd)
         except OSError:
             return 0
+        if header is None:  # a log without an id: no index could prove it is this one's
+            return 0
         body = TableBody()
         body.slots = slots
         body.capacity = capacity

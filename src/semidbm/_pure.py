@@ -11,7 +11,7 @@ import os
 import threading
 from collections import deque
 
-from . import _compaction, _fields, _files, _messages, _records, _tail
+from . import _compaction, _fields, _files, _index, _log_id, _messages, _records, _tail
 from ._records import (
     CHECKSUM,
     as_bytes,
@@ -35,7 +35,6 @@ from .format import (
     VERSIONS,
     check_format,
     check_header,
-    header,
 )
 
 #: ``_interface.summarize_log``: the tools' walk, in Python.
@@ -174,6 +173,8 @@ class Store:
                     fd, directory, self._disk_end, size, writable, buffer_size, recover,
                     self._batches,
                 )
+            if writable:
+                _index.remove_refused(directory, fd, self._disk_end)
         except BaseException:
             os.close(fd)
             raise
@@ -561,7 +562,7 @@ class Store:
                     self._directory,
                     self._fd,
                     lambda out: self._write_live_records(out, progress),
-                    header(major),
+                    _log_id.new_log(major),
                 )
                 self._busy = _messages.INTERRUPTED
                 os.close(self._fd)
@@ -586,7 +587,7 @@ class Store:
         total = self._disk_end
         index = {}
         chunk = bytearray()
-        written = HEADER_SIZE
+        written = _log_id.START_SIZE
         next_report = PROGRESS_STEP
         stop = HEADER_SIZE
         with map_file(self._fd, self.path) as data:

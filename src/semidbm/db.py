@@ -23,7 +23,7 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Literal
 
-from . import _files, _index, _kernel, _lock, _messages
+from . import _files, _index, _kernel, _lock, _log_id, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
@@ -38,7 +38,6 @@ from .format import (
     MAGIC,
     check_format,
     check_header,
-    header,
 )
 
 if TYPE_CHECKING:
@@ -459,8 +458,8 @@ def _remove_new_database(path):
 
 
 def _create_data_file(directory, mode, major):
-    """Write an empty data file (just the header of format ``major``) into ``directory``,
-    atomically."""
-    directory.create_file(COMPACT_NAME, header(major), mode)
+    """Write an empty data file (the header of format ``major`` and a new log id) into
+    ``directory``, atomically."""
+    directory.create_file(COMPACT_NAME, _log_id.new_log(major), mode)
     directory.replace(COMPACT_NAME, DATA_NAME)
     directory.fsync()
