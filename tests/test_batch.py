@@ -472,6 +472,19 @@ def test_a_batch_ending_in_the_empty_record_ends_the_log(dbopen, dbpath):
         assert dict(database.items()) == {b"a": b"1", b"": b""}
 
 
+def test_empty_records_a_batch_follows_are_records(dbopen, dbpath):
+    # A run of empty records counts when a sound record follows it (docs/FORMAT.md,
+    # "Zero runs"); in format 2, a batch whose checksum matches is one.
+    records = (put_record(b"", b"x"), put_record(b"", b"") * 3,
+               batch_record(put_record(b"b", b"2")), put_record(b"c", b"3"))
+    write_data(dbpath, *records)
+    for flag in ("r", "w"):
+        with dbopen(dbpath, flag) as database:
+            assert dict(database.items()) == {b"": b"", b"b": b"2", b"c": b"3"}
+            assert database.torn_tail is None
+    assert (dbpath / "data").read_bytes() == HEADER_2_0 + b"".join(records)
+
+
 # --- readers, the index file ---
 
 

@@ -18,9 +18,11 @@ tests here check, on the kernel each case is about:
   Each reopens with the right contents, and falls back to the replay
   (``index_covered == 0``) wherever the document says the checks catch it;
 - hostile index files whose checksums are all right: slots that point
-  outside the covered log, into the middle of a record, at a delete, at
+  outside the covered log, into its last 12 bytes (a reader of its own,
+  as a crash is possible), into the middle of a record, at a delete, at
   bytes that claim huge lengths, a table with no empty slot, a covered
-  length that is not a record boundary;
+  length that is not a record boundary; and a writer carries no slot
+  outside the covered log into its next index;
 - readers: a reader switches to a newer index at ``refresh()``, and a
   reader in another process reads right while a writer installs new
   indexes under it.
@@ -44,6 +46,7 @@ import pytest
 
 import semidbm
 from semidbm import _fields, _kernel, db
+from semidbm.format import EMPTY_RECORD_SIZE
 
 from . import index_support as fmt
 from .conftest import IMPLEMENTATIONS, compiled_only
@@ -1188,6 +1191,48 @@ def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, no
             assert database.index_covered in (0, large.size)
 
 
+#: A reader in a process of its own, so that a crash fails the test, not the run: each
+#: index file named in turn goes beside the data file, and the key is read through it.
+LAST_BYTES_CHILD = r"""
+import faulthandler, shutil, sys
+from semidbm import _kernel, db
+
+faulthandler.enable()
+path, key, value, count = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+for index_file in sys.argv[5:]:
+    shutil.copyfile(index_file, path + "/index")
+    with db.open_with(_kernel.load("cython"), path, "r") as database:
+        found = database.get(key)
+        if found is None or found.hex() != value or len(database) != count:
+            sys.exit("%s: %r, %d keys" % (index_file, found, len(database)))
+    print(index_file, flush=True)
+"""
+
+
+@compiled_only
+def test_a_slot_pointing_into_the_covered_logs_last_twelve_bytes(copied, large, tmp_path):
+    """No record starts in the last 12 bytes before ``covered`` (a record has 12 at least).
+
+    A slot pointing there, its hash right, must be refused before the
+    lengths are read: they would be bytes of the last record's value and
+    checksum and bytes past the covered log, and a key length from them
+    runs far past the log (here: read at ``covered - 11``, 1.8 GB).
+    """
+    files = []
+    for offset in range(large.size - EMPTY_RECORD_SIZE, large.size):
+        files.append(tmp_path / ("index-at-%d" % offset))
+        files[-1].write_bytes(redirect(large, VICTIM, offset))
+    result = subprocess.run(
+        [sys.executable, "-c", LAST_BYTES_CHILD, str(copied), VICTIM.hex(),
+         large.model[VICTIM].hex(), str(len(large.model))] + [str(name) for name in files],
+        capture_output=True, text=True, timeout=300,
+    )
+    read = result.stdout.split()
+    assert result.returncode == 0, "exit status %d after %d of the index files: %s" % (
+        result.returncode, len(read), result.stderr[-3000:])
+    assert read == [str(name) for name in files]
+
+
 @compiled_only
 @pytest.mark.parametrize("target", HOSTILE)
 def test_the_sorted_lines_check_each_slot_before_reading_its_record(
@@ -1293,6 +1338,31 @@ def test_covered_shorter_than_the_slots_say(copied, large, no_hang):
     index_path(copied).write_bytes(index.encode())
     with open_db(compiled_kernel(), copied) as database:
         check_contents(database, large.model, large.absent)
+
+
+@compiled_only
+@pytest.mark.parametrize(
+    "target", ["the data header's end minus one", "the covered log's end", "far past the file"]
+)
+def test_a_slot_outside_the_covered_log_is_not_carried_into_the_next_index(
+    copied, large, target
+):
+    """The next index copies the old one's slots without reading their records.
+
+    A slot no lookup visits, pointing outside the log the old index
+    covers (at the end: where the log written since starts), is not
+    copied: the writer drops the old index and builds the new one from
+    the whole log, which is then the document's index of it.
+    """
+    key, offset = hostile_slot(large, target)
+    index_path(copied).write_bytes(redirect(large, key, offset))
+    model = dict(large.model)
+    with open_db(compiled_kernel(), copied, "w") as database:
+        assert database.index_covered == large.size
+        for number in range(MIN_TAIL // 100_000 + 1):  # past the bound: close() writes one
+            database[b"fill-%d" % number] = model[b"fill-%d" % number] = b"f" * 100_000
+    assert_valid_index(copied, covered=len(data_of(copied)))
+    check_on_every_kernel(copied, model, large.absent)
 
 
 def forged_covered(large, where):
