@@ -135,7 +135,7 @@ def test_a_batch_checks_what_it_is_given(dbopen, dbpath, monkeypatch):
                 batch[1] = b"x"
             with pytest.raises(TypeError, match="NoneType"):
                 batch[b"k"] = None
-            monkeypatch.setattr(_batch, "MAX_LENGTH", 100)
+            monkeypatch.setattr(_batch, "CAPACITY", 100)
             batch[b"k"] = b"v" * 50
             with pytest.raises(ValueError, match="at most"):
                 batch[b"l"] = b"v" * 50

@@ -1,9 +1,12 @@
 """``semidbm import`` when things go wrong, and standard input on a terminal.
 
 A malformed dump writes nothing; a failed or interrupted import removes
-the database it created, and into an existing one says exactly how many
-of the dump's records went in (the first ones, in order). ``set``
-without VALUE and ``import -`` refuse a terminal rather than wait on it.
+the database it created; into an existing database of format 2.0 it is
+one batch, all or nothing, and a dump too large for a batch is refused
+before anything is written; into one of format 1.1 (or with
+``--no-batch``) the error says exactly how many of the dump's records
+went in (the first ones, in order). ``set`` without VALUE and
+``import -`` refuse a terminal rather than wait on it.
 """
 
 import errno
@@ -13,13 +16,17 @@ import re
 import resource
 import signal
 import subprocess
+import sys
+import warnings
 
 import pytest
 
 import semidbm
-from semidbm import cli, db, migrate
+from semidbm import _batch, cli, db, migrate
+from semidbm.format import EMPTY_RECORD_SIZE
 
 from . import test_cli
+from .conftest import kernel_name
 from .test_cli import FILLED, one_error_line, run
 from .test_migrate import files_of
 
@@ -46,8 +53,38 @@ RECORDS = [(b"key%03d" % number, b"%03d" % number * 33 + b"!") for number in ran
 
 
 def contents(path):
-    with semidbm.open(path) as database:
-        return dict(database.items())
+    """Every record of the database at ``path``; a torn tail (a warning) is an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with semidbm.open(path) as database:
+            return dict(database.items())
+
+
+def records_size(records):
+    """The bytes of the put records of ``records``, as a batch counts them."""
+    return sum(EMPTY_RECORD_SIZE + len(key) + len(value) for key, value in records)
+
+
+@pytest.fixture
+def batched(tmp_path):
+    """A database of format 2.0 (with batches) holding FILLED."""
+    path = tmp_path / "batched.db"
+    with semidbm.open(path, "c", format=2) as database:
+        database.update(FILLED)
+    return path
+
+
+#: The tool run as a module, for the tests run once per kernel rather than per way of starting it.
+MODULE_TOOL = [sys.executable, "-m", "semidbm"]
+
+
+def kernel_environment(kernel):
+    """The environment of a tool that runs ``kernel`` (the pure one through SEMIDBM_PURE_PYTHON)."""
+    environment = dict(os.environ)
+    environment.pop("SEMIDBM_PURE_PYTHON", None)
+    if kernel_name(kernel) == "python":
+        environment["SEMIDBM_PURE_PYTHON"] = "1"
+    return environment
 
 
 @pytest.mark.parametrize("source", ["file", "stdin"])
@@ -97,25 +134,32 @@ def limited_to(size):
     return limit
 
 
-def run_limited(tool, size, *args, stdin=None):
+def run_limited(tool, size, *args, stdin=None, env=None):
     """Run the tool with files limited to ``size`` bytes; ``stdin`` is a file to read from."""
     return subprocess.run(
         tool + [os.fspath(arg) for arg in args],
         stdin=stdin,
         capture_output=True,
         preexec_fn=limited_to(size),
+        env=env,
         timeout=120,
     )
 
 
 @posix_only
+@pytest.mark.parametrize("format_2", [False, True], ids=["format 1.1", "format 2.0 --no-batch"])
 def test_a_full_disk_midway_into_an_existing_database_says_how_many_records_went_in(
-    tool, tmp_path, filled
+    tool, tmp_path, filled, format_2
 ):
     dump = tmp_path / "dump"
     dump.write_bytes(dump_of(RECORDS))
+    options = []
+    if format_2:
+        with semidbm.open(filled, "w") as database:
+            database.compact(format=2)
+        options = ["--no-batch"]
     room = os.path.getsize(filled / "data") + 2000  # for some of the records, not all
-    line = one_error_line(run_limited(tool, room, "import", dump, filled))
+    line = one_error_line(run_limited(tool, room, "import", *options, dump, filled))
     found = re.fullmatch(
         r"semidbm: error: cannot write to (.*): File too large; the dump's first (\d+) "
         r"records went into (.*), the rest did not",
@@ -126,6 +170,134 @@ def test_a_full_disk_midway_into_an_existing_database_says_how_many_records_went
     assert found.group(1) == str(filled / "data") and found.group(3) == str(filled)
     assert 0 < stored < len(RECORDS)
     assert contents(filled) == {**FILLED, **dict(RECORDS[:stored])}
+
+
+def test_into_a_database_of_format_2_the_dump_is_one_batch_record(kernel, tmp_path, batched):
+    dump = tmp_path / "dump"
+    dump.write_bytes(dump_of(RECORDS))
+    before = os.path.getsize(batched / "data")
+    result = run(MODULE_TOOL, "import", dump, batched, env=kernel_environment(kernel))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"imported 100 records from %s into %s\n" % (
+        bytes(dump),
+        bytes(batched),
+    )
+    assert contents(batched) == {**FILLED, **dict(RECORDS)}
+    # One batch record: its own lengths and checksum, then a put record for each record.
+    assert os.path.getsize(batched / "data") - before == EMPTY_RECORD_SIZE + records_size(RECORDS)
+
+
+@posix_only
+def test_a_full_disk_midway_into_a_database_of_format_2_imports_nothing(kernel, tmp_path, batched):
+    dump = tmp_path / "dump"
+    dump.write_bytes(dump_of(RECORDS))
+    room = os.path.getsize(batched / "data") + 2000  # for some of the records, not all
+    result = run_limited(
+        MODULE_TOOL, room, "import", dump, batched, env=kernel_environment(kernel)
+    )
+    assert one_error_line(result) == (
+        "semidbm: error: cannot write to %s: File too large; nothing imported" % (batched / "data")
+    )
+    assert contents(batched) == FILLED
+
+
+class FailsWhileFilling:
+    """Batch.__setitem__ that fails as it takes its ``at``-th record: SIGINT, or an exception."""
+
+    def __init__(self, at, failure):
+        self.at, self.failure, self.calls = at, failure, 0
+        self.setitem = _batch.Batch.__setitem__
+
+    def __call__(self, batch, key, value):
+        self.calls += 1
+        if self.calls == self.at:
+            if self.failure == "interrupt":
+                os.kill(os.getpid(), signal.SIGINT)  # its handler runs before the line below
+            else:
+                raise RuntimeError("a failure midway")
+        self.setitem(batch, key, value)
+
+    def install(self, monkeypatch):
+        """Put it in the place of Batch.__setitem__ until the test ends."""
+        monkeypatch.setattr(_batch.Batch, "__setitem__", lambda *arguments: self(*arguments))
+
+
+@posix_only
+@pytest.mark.parametrize("failure", ["interrupt", "exception"])
+def test_a_failure_midway_into_a_database_of_format_2_imports_nothing(
+    tmp_path, batched, dbopen, monkeypatch, capsys, request, failure
+):
+    dump = tmp_path / "dump"
+    dump.write_bytes(dump_of(RECORDS))
+    monkeypatch.setattr(db, "open", dbopen)  # the kernel under test
+    FailsWhileFilling(50, failure).install(monkeypatch)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
+    if failure == "interrupt":
+        assert cli.main(["import", str(dump), str(batched)]) == 130
+        assert capsys.readouterr().err == "semidbm: interrupted: nothing imported\n"
+    else:
+        with pytest.raises(RuntimeError, match="a failure midway"):
+            cli.main(["import", str(dump), str(batched)])
+    assert contents(batched) == FILLED
+
+
+#: Records whose dump has escapes, a comment, a CRLF line end, an empty value and a key given twice.
+ESCAPED_DUMP = (
+    b"# a comment\r\n"
+    b"bin%00%FF line%0Anext\r\n"
+    b"plain%20key %25%23\n"
+    b"empty \n"
+    b"\n"
+    b"plain%20key again\n"
+)
+#: The bytes of ESCAPED_DUMP's records as its check counts them: the key given twice, twice.
+ESCAPED_SIZE = records_size(
+    [
+        (b"bin\x00\xff", b"line\nnext"),
+        (b"plain key", b"%#"),
+        (b"empty", b""),
+        (b"plain key", b"again"),
+    ]
+)
+#: ESCAPED_DUMP imported into FILLED.
+ESCAPED_RESULT = {**FILLED, b"bin\x00\xff": b"line\nnext", b"plain key": b"again", b"empty": b""}
+
+
+def test_the_batch_takes_a_dump_that_just_fits(
+    tmp_path, batched, dbopen, monkeypatch, capsys
+):
+    dump = tmp_path / "dump"
+    dump.write_bytes(ESCAPED_DUMP)
+    monkeypatch.setattr(db, "open", dbopen)
+    monkeypatch.setattr(_batch, "CAPACITY", ESCAPED_SIZE)
+    assert cli.main(["import", str(dump), str(batched)]) == 0, capsys.readouterr().err
+    assert contents(batched) == ESCAPED_RESULT
+
+
+@pytest.mark.parametrize("no_batch", [False, True], ids=["refused", "--no-batch"])
+def test_a_dump_too_large_for_a_batch_is_refused_before_anything_is_stored(
+    tmp_path, batched, dbopen, monkeypatch, capsys, no_batch
+):
+    dump = tmp_path / "dump"
+    dump.write_bytes(ESCAPED_DUMP)
+    monkeypatch.setattr(db, "open", dbopen)
+    monkeypatch.setattr(_batch, "CAPACITY", ESCAPED_SIZE - 1)
+    filling = FailsWhileFilling(0, "never")  # counts the records given to the batch
+    filling.install(monkeypatch)
+    status = cli.main(["import"] + ["--no-batch"] * no_batch + [str(dump), str(batched)])
+    if no_batch:
+        assert status == 0
+        assert contents(batched) == ESCAPED_RESULT
+    else:
+        assert status == 1
+        assert capsys.readouterr().err == (
+            "semidbm: error: %s: its records add up to %d bytes, more than the batch can take "
+            "(%d bytes): import it without a batch (semidbm import --no-batch), record by "
+            "record; nothing imported\n" % (dump, ESCAPED_SIZE, ESCAPED_SIZE - 1)
+        )
+        assert contents(batched) == FILLED
+    assert filling.calls == 0
 
 
 @posix_only
@@ -181,9 +353,12 @@ def start_import(tool, path, **options):
 
 @posix_only
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-@pytest.mark.parametrize("database", ["new", "existing"])
+@pytest.mark.parametrize("database", ["new", "existing", "existing of format 2.0"])
 def test_an_interrupted_import_leaves_no_trace(tool, tmp_path, filled, number, database):
     path = tmp_path / "new.db" if database == "new" else filled
+    if database == "existing of format 2.0":
+        with semidbm.open(filled, "w") as upgrading:
+            upgrading.compact(format=2)
     before = files_of(filled)
     spool = tmp_path / "tmp"
     spool.mkdir()
@@ -229,18 +404,21 @@ class SignalsItself:
             os.kill(os.getpid(), signal.SIGINT)  # its handler runs before the store below
         self.database[key] = value
 
+    @property
+    def format_version(self):
+        return self.database.format_version
+
     def close(self):
         self.database.close()
 
 
 @posix_only
 def test_an_interrupt_while_storing_ends_after_a_whole_record_and_counts_it(
-    tmp_path, filled, monkeypatch, capsys, request
+    tmp_path, filled, dbopen, monkeypatch, capsys, request
 ):
     dump = tmp_path / "dump"
     dump.write_bytes(dump_of(RECORDS))
-    real_open = db.open
-    monkeypatch.setattr(db, "open", lambda *args, **kw: SignalsItself(real_open(*args, **kw), 5))
+    monkeypatch.setattr(db, "open", lambda *args, **kw: SignalsItself(dbopen(*args, **kw), 5))
     # Python's own handler, even where this test inherited SIGINT ignored (a background job):
     # the tool leaves an ignored signal ignored.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

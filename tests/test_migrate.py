@@ -133,14 +133,16 @@ PIECES = [b"a", b"%", b"0", b"F", b"%4", b" ", b"#", b"\r", b"\xe9"]
 @example(b"a %4", b"\n")
 def test_the_fast_check_of_a_line_passes_only_what_the_parser_takes(body, end):
     raw = body + end
-    if migrate._is_plain_record(raw):
-        assert migrate._parse_line(1, raw) is not None
+    fields = migrate._plain_record_fields(raw)
+    if fields is not None:
+        key, value = migrate._parse_line(1, raw)
+        assert fields == len(key) + len(value)  # the bytes a batch is refused by
 
 
 def test_the_fast_check_passes_the_lines_of_an_export():
     for key, value in AWKWARD.items():
         line = "%s %s\n" % (migrate.encode_field(key), migrate.encode_field(value))
-        assert migrate._is_plain_record(line.encode("ascii"))
+        assert migrate._plain_record_fields(line.encode("ascii")) == len(key) + len(value)
 
 
 def test_a_key_or_value_longer_than_semidbm_takes_is_refused_before_any_write(
@@ -255,10 +257,31 @@ def test_a_dump_file_that_changes_while_it_is_stored_says_how_far_it_went(
 
     with open(dump, "rb", buffering=0) as raw, dbopen(tmp_path / "db", "c") as database:
         stream = io.BufferedReader(raw, buffer_size=4)  # reads what is there when it gets there
-        expected = r"changed after it was checked \(%s\), and %d records had" % (how, stored)
+        expected = r"changed after it was checked \(%s\); the import stopped after %d records" % (
+            how,
+            stored,
+        )
         with pytest.raises(ValueError, match=expected):
             migrate.import_dump(stream, database, change_after_the_first)
         assert database[b"k"] == b"%d" % stored
+
+
+def test_a_dump_file_that_changes_while_it_is_stored_into_a_batch_stores_nothing(dbopen, tmp_path):
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(b"k 1\nk 2\nk 3\n")
+
+    def change_after_the_first(done, total):
+        if done == 4:
+            with open(dump, "r+b") as rewritten:
+                rewritten.write(b"k 1\nk 2\na  \n")
+
+    with open(dump, "rb", buffering=0) as raw, dbopen(tmp_path / "db", "c", format=2) as database:
+        database[b"k"] = b"before"
+        stream = io.BufferedReader(raw, buffer_size=4)
+        with pytest.raises(ValueError, match="the import stopped after 2 records"):
+            with database.batch() as batch:
+                migrate.import_dump(stream, batch, change_after_the_first)
+        assert dict(database.items()) == {b"k": b"before"}
 
 
 #: The ways of naming an output that would land on or inside a database's directory.

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
     from ._database import Data, Database
 
+#: The bytes of records one batch holds: the body of a batch record, as long as a value may be.
+CAPACITY = MAX_LENGTH
+
 
 class Batch:
     """Changes to a database that reach its file together: all of them, or none.
@@ -41,7 +44,7 @@ class Batch:
         self._database = database
         #: The last change of each key: its new value, or None for a delete.
         self._changes: dict[bytes, bytes | None] = {}
-        #: The bytes of the records the changes make (a batch record holds at most MAX_LENGTH).
+        #: The bytes of the records the changes make (at most CAPACITY).
         self._size = 0
         self._open = True
 
@@ -95,10 +98,14 @@ class Batch:
         size = self._size + _record_size(key, value)
         if key in self._changes:
             size -= _record_size(key, self._changes[key])
-        if size > MAX_LENGTH:
-            raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+        if size > CAPACITY:
+            raise ValueError(_messages.BATCH_TOO_LONG % CAPACITY)
         self._changes[key] = value
         self._size = size
+
+    def _room(self) -> int:
+        """The bytes of records the batch can still take (``migrate`` refuses a dump up front)."""
+        return CAPACITY - self._size
 
     def _check_open(self) -> None:
         if not self._open:

@@ -91,6 +91,11 @@ NO_BATCHES = (
 )
 #: A batch larger than a batch record holds (with the limit).
 BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
+#: A dump whose records do not fit in the batch it is imported into (their bytes, the room left).
+DUMP_OVER_BATCH = (
+    "its records add up to %s, more than the batch can take (%s): import it without a batch "
+    "(semidbm import --no-batch), record by record"
+)
 #: A batch used after its ``with`` block (committed or discarded).
 BATCH_OVER = "this semidbm batch is over (committed or discarded): start another with db.batch()"
 #: ``open(format=)`` naming another format than an existing database's (path, its major and

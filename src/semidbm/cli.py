@@ -195,13 +195,24 @@ def build_parser():
         "a key already there takes the dump's value. The whole dump is checked "
         "first: a malformed line is an error and nothing is written (a dump "
         "on stdin is kept in a temporary file meanwhile). If the import then "
-        "fails or is interrupted, a DB it created is removed; an existing DB "
-        "keeps the dump's first records stored before the failure, and the "
-        "error says how many. So that it can, an existing DB gets each record "
-        "written as it comes, which is slower than filling a new one.",
+        "fails or is interrupted: a DB it created is removed; an existing DB "
+        "of format 2.0 takes the dump as one atomic batch, so it gets all of "
+        "it or none (the batch is held in memory until it is written, and a "
+        "dump of more than 2 GiB - 1 of records, each 12 bytes more than its "
+        "key and value, is refused before anything is written); an existing "
+        "DB of format 1.1, or any with --no-batch, keeps the dump's first "
+        "records, stored before the failure, and the error says how many (so "
+        "that it can, each record is written as it comes, which is slower "
+        "than filling a new one).",
     )
     sub.add_argument("dump", metavar="DUMP", help="file, or - for stdin (not a terminal)")
     sub.add_argument("database", metavar="DB")
+    sub.add_argument(
+        "--no-batch",
+        action="store_true",
+        help="into a DB of format 2.0, store each record as it comes, as into one of 1.1, "
+        "not all or nothing (for a dump too large for one batch, or for the memory)",
+    )
 
     sub = command(
         "bench",
@@ -482,11 +493,11 @@ def run_import(args):
     ``migrate.import_dump`` checks the whole dump before it stores a
     record, so a malformed dump writes nothing. A failure after that (a
     full disk; an interrupt: SIGINT, SIGTERM or SIGHUP, held while a
-    record is being stored) removes the database if this import created
-    it. An existing one is written unbuffered, each record before the
-    next, so that the error can say exactly how many of the dump's
-    records it holds: the first N, in order. (Making it all or nothing
-    needs atomic batches, which semidbm does not have yet.)
+    record is being stored or the batch written) removes the database
+    if this import created it. An existing one is opened unbuffered and
+    takes the dump as ``_storing`` says: in one batch, all or nothing,
+    or record by record, so that the error can say exactly how many of
+    the dump's records it holds: the first N, in order.
     """
     created = not os.path.lexists(args.database)
     with _catching_interrupts() as interrupts, contextlib.ExitStack() as stack:
@@ -494,16 +505,17 @@ def run_import(args):
             stream = _piped_stdin(args, "DUMP is -", "give a file, or pipe the dump in")
         else:
             stream = stack.enter_context(open(args.dump, "rb"))
-        database = made = counted = None
+        database = made = sink = None
         try:
             with interrupts if created else contextlib.nullcontext():
                 database = db.open(args.database, "c", **({} if created else {"buffer_size": 0}))
                 made = os.lstat(args.database) if created else None
-            counted = _Counted(database, interrupts)
+            sink = _storing(database, created or args.no_batch, interrupts)
             checking = stack.enter_context(Progress("checking", unit="bytes"))
             importing = stack.enter_context(Progress("importing", unit="bytes"))
-            count = migrate.import_dump(stream, counted, importing, check_progress=checking)
-            with interrupts:  # not cut short: it writes out and syncs
+            count = migrate.import_dump(stream, sink.target, importing, check_progress=checking)
+            with interrupts:  # not cut short: it commits, writes out and syncs
+                sink.commit(count)
                 database.close()
         except BaseException as exc:
             interrupts.hold()
@@ -511,7 +523,7 @@ def run_import(args):
                 _close_after_failure(database)
             if made is not None:
                 _remove_created(args.database, made)
-            kept = counted.stored if counted is not None and made is None else 0
+            kept = sink.stored if sink is not None and made is None else 0
             failure = _import_failure(exc, args, kept)
             if failure is None:
                 raise
@@ -583,8 +595,20 @@ def _remove_created(path, made):
         db._remove_new_database(path)
 
 
+def _storing(database, record_by_record, interrupts):
+    """How an import stores records in ``database``: a ``_Counted`` or an ``_InOneBatch``.
+
+    In one batch, all or nothing, where the database has batches (format
+    2.0), unless ``record_by_record`` asks otherwise (a database the
+    import created, which a failure removes whole; ``--no-batch``).
+    """
+    if record_by_record or database.format_version[0] < BATCH_FORMAT:
+        return _Counted(database, interrupts)
+    return _InOneBatch(database)
+
+
 class _Counted:
-    """The database as an import writes it: counts the records stored, each stored whole.
+    """The database as an import writes it record by record: counts the records, each stored whole.
 
     A signal that ``interrupts`` turns into KeyboardInterrupt is held
     while a record is stored and raised after it, so the count is exact.
@@ -593,12 +617,42 @@ class _Counted:
     def __init__(self, database, interrupts):
         self._database = database
         self._interrupts = interrupts
+        #: The records in the database so far.
         self.stored = 0
+
+    @property
+    def target(self):
+        """What ``migrate.import_dump`` stores the records in: this, which counts them."""
+        return self
 
     def __setitem__(self, key, value):
         with self._interrupts:
             self._database[key] = value
             self.stored += 1
+
+    def commit(self, count):
+        """Nothing left to do: each of the ``count`` records went in as it came."""
+
+
+class _InOneBatch:
+    """The database as an import writes it all or nothing: one batch, held in memory until written.
+
+    A failure or an interrupt before :meth:`commit` discards the batch:
+    the database gets none of the dump. ``migrate.import_dump`` refuses,
+    before it stores anything, a dump too large for a batch.
+    """
+
+    def __init__(self, database):
+        #: What ``migrate.import_dump`` stores the records in.
+        self.target = database.batch()
+        #: The records in the database: none until the commit, then all.
+        self.stored = 0
+
+    def commit(self, count):
+        """Write the batch: the dump's ``count`` records reach the database together."""
+        with self.target:  # left without an exception, the block commits the batch
+            pass
+        self.stored = count
 
 
 #: The signals that interrupt an import, which then cleans up (Ctrl-C, kill, a closed terminal).

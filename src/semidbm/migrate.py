@@ -10,7 +10,8 @@
   portable, binary-safe text file with one record a line. An export
   never writes into the database it reads (its files, links to them,
   or anything in its directory): it refuses such an output. An import
-  checks the whole dump before it stores the first record.
+  checks the whole dump before it stores the first record; into a
+  :class:`semidbm.Batch`, it is all or nothing.
 
 The dump format: ASCII text; lines starting with ``#`` are
 comments and blank lines are ignored; every other line is ``KEY VALUE``,
@@ -37,15 +38,16 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, Union
 
 from . import _files
 from . import open as _open_semidbm
+from ._batch import Batch
 
 # The dump's fields, part of this module's interface (the kernels write them too).
 from ._fields import BAD_ESCAPE, FIELD_CHARACTERS
 from ._fields import decode_field as decode_field
 from ._fields import encode_field as encode_field
-from ._messages import TOO_LONG
+from ._messages import DUMP_OVER_BATCH, TOO_LONG
 from ._progress import noun, quantity
 from .errors import DBMError
-from .format import DATA_NAME, MAGIC, MAX_LENGTH
+from .format import DATA_NAME, EMPTY_RECORD_SIZE, MAGIC, MAX_LENGTH
 
 if TYPE_CHECKING:
     from ._database import Database
@@ -57,7 +59,7 @@ _Progress = Callable[[int, int], object]
 
 
 class _RecordSink(Protocol):
-    """What :func:`import_dump` stores records in: an open semidbm database, or any mapping."""
+    """What :func:`import_dump` stores records in: a semidbm database, a batch, any mapping."""
 
     def __setitem__(self, key: bytes, value: bytes, /) -> None: ...
 
@@ -203,13 +205,20 @@ def import_dump(
     is read twice, from where ``stream`` stands: a stream that cannot
     seek (a pipe) is first copied to a temporary file in the system's
     temporary directory, removed when the import ends. A key already
-    present takes the dump's value (a key given twice, the later). A
-    failure while storing (a full disk) or an interrupt leaves the
-    records stored before it, the dump's first ones, in order.
+    present takes the dump's value (a key given twice, the later).
+
+    Into a database, a failure while storing (a full disk) or an
+    interrupt leaves the records stored before it, the dump's first
+    ones, in order. Into a :class:`semidbm.Batch` (``with db.batch() as
+    batch: import_dump(stream, batch)``, format 2.0), it is all or
+    nothing: the batch commits every record, or the exception discards
+    it; a dump whose records add up to more than the batch can take
+    (2 GiB - 1 in all, each record 12 bytes more than its key and value,
+    counted once per line) is refused before the first is stored.
 
     Args:
         stream: the dump, a binary stream.
-        database: an open semidbm database, or any mapping.
+        database: an open semidbm database, a batch of one, or any mapping.
         progress: called as ``progress(done, total)`` while the records
             are stored, with the bytes of the dump read so far and its size.
         check_progress: the same, while the dump is checked.
@@ -220,10 +229,11 @@ def import_dump(
     Raises:
         ValueError: a malformed line, or a key or value longer than
             semidbm takes, naming its line number (nothing is stored);
-            or a file that changed during the import (its size or
-            modification time): before the first write if it changed
-            while it was checked, else after, saying how many records
-            were stored.
+            a dump too large for the batch it is given (nothing is
+            stored); or a file that changed during the import (its size
+            or modification time): before the first write if it changed
+            while it was checked, else after, saying after how many
+            records it stopped.
 
     >>> with open("words.dump", "wb") as dump:
     ...     dump.write(b"one 1\\ntwo%20words 2\\n")
@@ -239,12 +249,15 @@ def import_dump(
         size = source.seek(0, os.SEEK_END) - start
         source.seek(start)
         before = _file_state(source)
-        _check_dump(source, size, check_progress)
+        records = _check_dump(source, size, check_progress)
         if _file_state(source) != before:
             raise ValueError(
                 "the dump changed while it was checked (its size or modification time); "
                 "nothing was stored"
             )
+        if isinstance(database, Batch) and records > database._room():
+            room = quantity(database._room(), "byte")
+            raise ValueError(DUMP_OVER_BATCH % (quantity(records, "byte"), room))
         source.seek(start)
         stored = _store_dump(source, size, database, progress)
         if _file_state(source) != before:
@@ -341,33 +354,47 @@ def _parse_line(number: int, raw: bytes) -> tuple[bytes, bytes] | None:
     return key, value
 
 
-def _check_dump(source: IO[bytes], size: int, progress: _Progress | None) -> None:
-    """Check the ``size`` bytes of dump at ``source``, storing nothing: ValueError if malformed."""
-    done = 0
+def _check_dump(source: IO[bytes], size: int, progress: _Progress | None) -> int:
+    """Check the ``size`` bytes of dump at ``source``, storing nothing: ValueError if malformed.
+
+    Returns the bytes of the records its lines make, as a batch counts
+    them (a key given twice counts twice), for :func:`import_dump` to
+    refuse a dump too large for a batch before it stores anything.
+    """
+    done = records = 0
     for number, raw in _lines(source, size):
         done += len(raw)
-        if not _is_plain_record(raw):
-            _parse_line(number, raw)  # a comment, a blank line, or an error that says what is wrong
+        fields = _plain_record_fields(raw)
+        if fields is None:
+            # A comment, a blank line, or an error that says what is wrong.
+            record = _parse_line(number, raw)
+            fields = None if record is None else len(record[0]) + len(record[1])
+        if fields is not None:
+            records += EMPTY_RECORD_SIZE + fields
         if progress is not None:
             progress(done, size)
+    return records
 
 
-def _is_plain_record(raw: bytes) -> bool:
-    """Whether the dump line ``raw`` is a record :func:`_parse_line` takes: a fast, strict test.
+def _plain_record_fields(raw: bytes) -> int | None:
+    """The bytes of the key and value of the dump line ``raw``, decoded; None if not plain.
 
-    It passes most lines of a dump without decoding their fields (halving
-    the time of the check); it fails comments, blank lines and malformed
-    lines, which :func:`_parse_line` then judges, saying what is wrong.
+    A fast, strict test of a record :func:`_parse_line` takes: it passes
+    most lines of a dump without decoding their fields (halving the time
+    of the check); it fails comments, blank lines and malformed lines,
+    which :func:`_parse_line` then judges, saying what is wrong.
     """
     line = raw[:-1] if raw.endswith(b"\n") else raw
     if line.endswith(b"\r"):
         line = line[:-1]
-    return (
+    plain = (
         line.count(b" ") == 1
         and not line.translate(None, _RECORD_CHARACTERS)
         and BAD_ESCAPE.search(line) is None
         and len(line) <= MAX_LENGTH  # then so is each field, decoded
     )
+    # Each %XX is three characters for one byte; the space is no byte of either field.
+    return len(line) - 1 - 2 * line.count(b"%") if plain else None
 
 
 def _store_dump(
@@ -394,9 +421,14 @@ def _store_dump(
 
 
 def _changed(how: str, stored: int) -> ValueError:
-    """The error of a dump file that changed (``how``) after it was checked."""
+    """The error of a dump file that changed (``how``) after it was checked.
+
+    It says how far the import went (``stored`` records given to the
+    database or batch), not what they became: a batch the error
+    discards keeps none of them.
+    """
     return ValueError(
-        "the dump changed after it was checked (%s), and %s had been stored"
+        "the dump changed after it was checked (%s); the import stopped after %s"
         % (how, quantity(stored, "record"))
     )
 
