@@ -138,7 +138,7 @@ def _ends_with_a_record(fd, start, size, path, batches):
 
 
 def _ends_with_a_record_from(data, position, path, batches):
-    """True if ``data`` ends with a record from ``position`` that is evidence (``_ends_with_a_record``).
+    """True if ``data`` ends with a record from ``position`` that is evidence the log goes on.
 
     With ``batches``, a batch record whose body's checksum matches is one.
     """

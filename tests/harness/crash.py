@@ -248,9 +248,9 @@ def large_batch(database, note, rng, value_seed, data_path, split, aim=False):
     changes = [(key, value_of(seed, size)) for key, seed, size in zip(keys, seeds, sizes)]
     with contextlib.suppress(_Split), database.batch() as batch:
         batch.update(changes)
-        note("\n".join(["batch %d" % len(keys)] + [
-            "set %s %d %d" % (key.decode(), seed, size) for key, seed, size in zip(keys, seeds, sizes)
-        ]))
+        lines = ["set %s %d %d" % (key.decode(), seed, size)
+                 for key, seed, size in zip(keys, seeds, sizes)]
+        note("\n".join(["batch %d" % len(keys)] + lines))
         if aim:
             print("large batch", flush=True)
         if split:
