@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import semidbm
 from semidbm import _batch, _kernel, _pure, _records, cli, db
+from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
 from .harness import crash, powerloss
@@ -435,6 +436,74 @@ def test_a_batch_whose_checksum_fails_is_left_out_with_what_follows(dbopen, dbpa
     kept = [name for name in os.listdir(dbpath) if name.startswith("data.torn-")]
     assert kept == ["data.torn-%d" % (8 + len(whole))]
     assert (dbpath / kept[0]).read_bytes() == bytes(damaged) + after
+
+
+def large_batch_records():
+    """The records of a batch larger than any default write buffer, and where each one ends.
+
+    Large values first, then small records of each kind (an empty put
+    among them), so that most record ends lie beyond one buffer: a cut
+    there leaves a tail longer than a buffer. Ends count from the start of
+    the batch record.
+    """
+    records = [put_record(b"big%d" % i, os.urandom(300_000)) for i in range(4)]
+    for i in range(24):
+        records.append(put_record(b"k%d" % i, os.urandom(1000 + 100 * i)))
+        if i % 8 == 3:
+            records.append(delete_record(b"big%d" % (i // 8)))
+        if i == 10:
+            records.append(put_record(b"", b""))
+    ends = [12]
+    for record in records:
+        ends.append(ends[-1] + len(record))
+    return records, ends
+
+
+def test_a_batch_larger_than_the_buffer_cut_anywhere_is_a_torn_tail(dbopen, dbpath):
+    """What a writer killed while writing a large batch leaves is a torn tail, never damage.
+
+    The file may end at every record boundary inside the batch, where the
+    batch's own records end the file (once taken for records written after
+    a damaged length), inside the batch's head, and inside a record.
+    """
+    whole = put_record(b"a", b"1")
+    records, ends = large_batch_records()
+    cut = batch_record(*records)
+    assert ends[4] > DEFAULT_BUFFER_SIZE  # from the fifth record on, longer than a buffer
+    inside = [4, 8, 10, ends[1] + 3, ends[4] + 20, ends[-2] + 9, len(cut) - 1]
+    for length in ends[:-1] + inside:
+        shutil.rmtree(dbpath, ignore_errors=True)
+        write_data(dbpath, whole, cut[:length])
+        with pytest.warns(semidbm.TornTailWarning, match="torn tail of %d bytes" % length):
+            with dbopen(dbpath, "r") as database:
+                assert dict(database.items()) == {b"a": b"1"}
+    with pytest.warns(semidbm.TornTailWarning):
+        with dbopen(dbpath, "w") as database:
+            database[b"b"] = b"2"
+    assert (dbpath / "data").read_bytes() == HEADER_2_0 + whole + put_record(b"b", b"2")
+    assert (dbpath / ("data.torn-%d" % (8 + len(whole)))).read_bytes() == cut[:length]
+
+
+@pytest.mark.parametrize("damage", ["length", "record"])
+def test_a_damaged_batch_before_a_long_log_is_load_error(dbopen, dbpath, damage):
+    """A batch whose length field claims more than the file holds, with the log going on after
+    it, is damage inside the log: its records followed by the later ones are no cut batch."""
+    whole = put_record(b"a", b"1")
+    records = [put_record(b"b", b"2"), put_record(b"c", b"3")]
+    if damage == "record":  # its length is right, but its second record is damaged
+        records[1] = records[1][:-1] + bytes([records[1][-1] ^ 1])
+    damaged = bytearray(batch_record(*records))
+    damaged[0] = 0x7F  # the body's length: more than the file holds
+    after = b"".join(put_record(b"d%d" % i, os.urandom(1000))
+                     for i in range(DEFAULT_BUFFER_SIZE // 1000 + 10))
+    write_data(dbpath, whole, bytes(damaged), after)
+    for flag in "rw":
+        with pytest.raises(semidbm.DBMLoadError, match="recover=True") as info:
+            dbopen(dbpath, flag)
+        assert "offset %d" % (8 + len(whole)) in str(info.value)
+    with pytest.warns(semidbm.TornTailWarning):
+        with dbopen(dbpath, "r", recover=True) as database:
+            assert dict(database.items()) == {b"a": b"1"}
 
 
 def test_a_batch_of_malformed_records_is_corrupt(dbopen, dbpath):

@@ -48,6 +48,26 @@ def test_writer_killed_at_random_moments(kernel, tmp_path, buffer_size):
         assert harness.counts["kills during " + phase] > 0, (phase, harness.counts)
 
 
+#: Kills per kernel of the short pass at large batches in the normal suite; the
+#: batch workload's slow tests (tests/test_batch.py) and long runs do more.
+LARGE_BATCH_KILLS = 8
+
+
+@posix_only
+def test_writers_killed_while_writing_large_batches(kernel, tmp_path):
+    """Kills aimed at the write of batches larger than the buffer, whose records end on pages.
+
+    Seeded so that the short pass aims some kills at a large batch; the
+    cut they leave must open as a torn tail (once it needed recover=True).
+    """
+    name = kernel_name(kernel)
+    with crash.Harness(tmp_path / "db", name, DEFAULT_BUFFER_SIZE, seed=11,
+                       workload="batch") as harness:
+        failures = harness.run(LARGE_BATCH_KILLS)
+    assert failures == []
+    assert harness.counts["kills aimed at a large batch"] > 0, harness.counts
+
+
 def test_log_of_a_killed_writer_drops_a_cut_line():
     log = crash.Log("ready\nset k1 5 3\nsynced\ndel k1\nset k2 6 4\ncomp")
     assert log.operations == [(b"k1", b"5.5"), (b"k1", None), (b"k2", b"6.6.")]

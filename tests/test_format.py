@@ -249,6 +249,22 @@ def test_record_larger_than_the_buffer_cut_short_is_a_torn_tail(dbopen, dbpath, 
                 assert dict(again.items()) == {b"a": b"1", b"b": b"2"}
 
 
+def test_a_large_value_cut_after_bytes_that_read_as_a_delete_of_the_empty_key_is_torn(
+        dbopen, dbpath):
+    """A value holding 32-bit 0, -1, 0 (a common sentinel), cut after it: the file then ends with
+    what reads as a delete of ``b''``, a record of neither key nor value bytes, whose
+    checksum (that of nothing) is 0. It is no sign that the log goes on."""
+    sentinels = struct.pack("!iii", 0, -1, 0) * 3
+    big = put_record(b"big", os.urandom(DEFAULT_BUFFER_SIZE) + sentinels + os.urandom(1000))
+    sentinels_end = 8 + len(b"big") + DEFAULT_BUFFER_SIZE + len(sentinels)
+    for cut in (sentinels_end - 12, sentinels_end):
+        shutil.rmtree(dbpath, ignore_errors=True)
+        write_data(dbpath, put_record(b"a", b"1"), big[:cut])
+        with pytest.warns(semidbm.TornTailWarning, match="torn tail of %d bytes" % cut):
+            with dbopen(dbpath, "r") as db:
+                assert dict(db.items()) == {b"a": b"1"}
+
+
 def test_long_tail_within_a_large_buffer_is_dropped(dbopen, dbpath):
     tail = long_tail()
     write_data(dbpath, put_record(b"a", b"1"), tail)

@@ -252,18 +252,75 @@ def _batch_fits(data, position, length):
     end = position + length
     with memoryview(data) as view:
         while end - position >= LENGTHS_SIZE:
-            key_length, value_length = LENGTHS.unpack_from(data, position)
-            if key_length < 0 or value_length < DELETED:
+            position = _body_record_end(view, position, end)
+            if position is None:
                 return False
-            value_start = position + LENGTHS_SIZE + key_length
-            record_end = value_start + max(value_length, 0) + CHECKSUM_SIZE
-            if record_end > end:
-                return False
-            key = view[position + LENGTHS_SIZE : value_start]
-            if not checksum_matches(view, key, value_start, record_end):
-                return False
-            position = record_end
     return position == end
+
+
+def _body_record_end(view, position, end):
+    """Where the record at ``position`` ends if a batch's body may hold it, else None.
+
+    It may if its lengths are possible and not a batch's, it ends by
+    ``end`` and its checksum matches. ``view`` is a memoryview of the
+    data, with at least the record's lengths from ``position``.
+    """
+    key_length, value_length = LENGTHS.unpack_from(view, position)
+    if key_length < 0 or value_length < DELETED:
+        return None
+    value_start = position + LENGTHS_SIZE + key_length
+    record_end = value_start + max(value_length, 0) + CHECKSUM_SIZE
+    if record_end > end:
+        return None
+    key = view[position + LENGTHS_SIZE : value_start]
+    if not checksum_matches(view, key, value_start, record_end):
+        return None
+    return record_end
+
+
+def cut_batch(data, position, end):
+    """True if ``data`` from ``position`` to ``end`` is a batch record's write cut short.
+
+    What a killed writer leaves of a batch written straight to the file:
+    a batch's lengths that claim more than there is, its body's checksum,
+    then records a batch's body may hold, back to back, the last one
+    possibly cut (``end`` inside it). And no body ended sooner: if the
+    records up to one of theirs have the CRC-32 the head gives, the batch
+    was whole there and its length field is what is wrong (the test that
+    makes a batch whole at every replay; docs/FORMAT.md, "Batches").
+    ``data`` holds at least the record's lengths from ``position``.
+    """
+    body_length, value_length = LENGTHS.unpack_from(data, position)
+    record = position + BATCH_HEAD_SIZE
+    if value_length != BATCH or body_length <= 0 or record + body_length <= end:
+        return False
+    if record > end:
+        return True  # cut inside the head's checksum
+    (stored,) = CHECKSUM.unpack_from(data, position + LENGTHS_SIZE)
+    found = 0
+    with memoryview(data) as view:
+        while end - record >= LENGTHS_SIZE:
+            record_end = _body_record_end(view, record, end)
+            if record_end is None:
+                return _runs_past(view, record, end)
+            found = crc32(view[record:record_end], found)
+            if found == stored:
+                return False
+            record = record_end
+    return True
+
+
+def _runs_past(data, position, end):
+    """True if the record at ``position``, of possible lengths and no batch, runs past ``end``.
+
+    So are a record's lengths cut short (fewer than their bytes before ``end``).
+    """
+    if end - position < LENGTHS_SIZE:
+        return True
+    key_length, value_length = LENGTHS.unpack_from(data, position)
+    if key_length < 0 or value_length < DELETED:
+        return False
+    return position + EMPTY_RECORD_SIZE + key_length + max(value_length, 0) > end
 
 
 def _zero_run_end(data, position, end):

@@ -6,11 +6,12 @@ in progress is no tail); the API layer warns of the tail it reports
 (docs/FORMAT.md, "Torn tails").
 """
 
+import mmap
 import os
 import re
 
 from . import _files, _messages
-from ._records import LENGTHS, checksum_matches, walk, whole_batch
+from ._records import LENGTHS, checksum_matches, cut_batch, walk, whole_batch
 from .errors import DBMLoadError
 from .format import (
     BATCH,
@@ -89,18 +90,41 @@ def starts_lost_data(head, tail, batches):
 
 
 def log_goes_on(fd, start, size, path, batches):
-    """True if a complete record with a valid checksum ends exactly at the end of the file.
+    """True if records written after the unreadable tail's first record end the file.
 
     The unreadable tail from ``start`` is one record that claims to
     reach past the end of the file. If a write was cut short, the file
     ends inside that record; if instead its length field was damaged,
     the records written after it are still there and the last of them
-    ends where the file ends. Only the last ``LAST_RECORD_SEARCH`` bytes
-    are searched, and a record with neither key nor value bytes (its
+    ends where the file ends (:func:`_ends_with_a_record`). With
+    ``batches`` (format 2), the records of a batch's body are such
+    records too: a batch cut short at ``start`` (``_records.cut_batch``)
+    is where the file ends, whatever records its body ends with.
+    ``path`` is the data file's.
+    """
+    return _ends_with_a_record(fd, start, size, path, batches) and not (
+        batches and _batch_cut_short(fd, start, size)
+    )
+
+
+def _batch_cut_short(fd, start, size):
+    """True if the ``size`` bytes of the file ``fd`` end in a batch cut short at ``start``.
+
+    The file is mapped, not read: the cut batch may be as long as a
+    record can be.
+    """
+    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
+        return cut_batch(data, start, size)
+
+
+def _ends_with_a_record(fd, start, size, path, batches):
+    """True if a complete record with a valid checksum ends exactly at the end of the file.
+
+    Only the last ``LAST_RECORD_SEARCH`` bytes after ``start`` are
+    searched, and a record with neither key nor value bytes (its
     checksum is 0, and any run of zero bytes reads as such records) is
-    no evidence. ``path`` is the data file's; ``batches``: it is of
-    format 2, where a batch record whose body's checksum matches is
-    evidence as well.
+    no evidence. With ``batches``, a batch record whose body's checksum
+    matches is evidence as well.
     """
     first = max(start + 1, size - LAST_RECORD_SEARCH)
     data = _files.read_at(fd, size - first, first)
@@ -114,7 +138,7 @@ def log_goes_on(fd, start, size, path, batches):
 
 
 def _ends_with_a_record_from(data, position, path, batches):
-    """True if ``data`` ends with a record from ``position`` that is evidence (``log_goes_on``).
+    """True if ``data`` ends with a record from ``position`` that is evidence the log goes on.
 
     With ``batches``, a batch record whose body's checksum matches is one.
     """

@@ -33,7 +33,11 @@ The ``batch`` workload writes a database of format 2 mostly in batches
 (``Database.batch``) of up to 40 changes, some larger than the write
 buffer (written straight, so a kill can cut one anywhere): the state
 after the kill must be one where every batch happened whole or not at
-all.
+all. Some batches are large: over a write buffer of records that each
+end on a page boundary of the file, where a kill during their write
+cuts them (the system copies a page, or a folio of pages, at a time); half the aimed rounds
+kill within such a batch's write. What the kill leaves then ends with
+whole records of the batch, and must open as a torn tail.
 
 Run ``python -m tests.harness.crash --help`` from the repository root
 for long runs; the test suite runs a few hundred kills
@@ -45,6 +49,7 @@ import collections
 import contextlib
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +62,7 @@ if __package__ in (None, ""):  # run as a script: the child writer
 
 import semidbm
 from semidbm import _kernel, db
-from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE
+from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE, torn_tail_limit
 
 try:
     from .. import index_support
@@ -75,6 +80,14 @@ WORKLOADS = ("default", "index", "batch")
 SPLIT_BATCHES = "split-batch"
 #: The most changes the ``batch`` workload puts in a batch.
 BATCH_CHANGES = 40
+#: The size of the file's pages, at which a kill during a write cuts it.
+PAGE = 4096
+#: How many pages a large batch's records fill: past the default buffer by more than 2 MiB,
+#: so that a cut at a boundary of the 2 MiB folios Linux may copy at a time lies past it.
+LARGE_BATCH_PAGES = ((DEFAULT_BUFFER_SIZE + (2 << 20)) // PAGE + 8, (4 << 20) // PAGE)
+#: Within how long after it says so the parent kills a writer committing a large batch:
+#: about the time the commit takes (a copy of its records and their write).
+LARGE_BATCH_SECONDS = 0.004
 
 
 def value_of(seed, size):
@@ -127,7 +140,7 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
                                           buffer_size=buffer_size))
     if workload in ("batch", SPLIT_BATCHES):
         batch_writer(database, note, rng, first_seed, aim_at_compaction,
-                     workload == SPLIT_BATCHES)
+                     workload == SPLIT_BATCHES, db.data_file(path))
     value_seed = first_seed
     operations = 0
     while True:
@@ -180,20 +193,28 @@ def compact(database, note):
     note("compacted %.6f" % (time.perf_counter() - started))
 
 
-def batch_writer(database, note, rng, value_seed, aim, split):
+def batch_writer(database, note, rng, value_seed, aim, split, data_path):
     """The ``batch`` workload: batches of sets and deletes, some single writes, syncs, compactions.
 
     A batch is logged before it commits: ``batch N``, then its N changes.
     ``split``: make each batch's changes one at a time instead (``SPLIT_BATCHES``).
+    An aimed round (``aim``) says, at its 100th step, what it starts: a
+    compaction or a large batch (:func:`large_batch`, of the data file
+    ``data_path``).
     """
     operations = 0
     while True:
         operations += 1
         roll = rng.random()
         if aim and operations == 100:
+            if rng.random() < 0.5:
+                value_seed = large_batch(database, note, rng, value_seed, data_path, split, True)
+                continue
             print("compacting", flush=True)
             roll = 1.0
-        if roll < 0.85:
+        if roll < 0.005:
+            value_seed = large_batch(database, note, rng, value_seed, data_path, split)
+        elif roll < 0.85:
             value_seed = one_batch(database, note, rng, value_seed, split)
         elif roll < 0.93:
             set_one(database, note, rng, value_seed, value_size(rng))
@@ -206,6 +227,37 @@ def batch_writer(database, note, rng, value_seed, aim, split):
 
 class _Split(Exception):
     """Raised to discard a batch whose changes ``one_batch`` then makes one at a time."""
+
+
+def large_batch(database, note, rng, value_seed, data_path, split, aim=False):
+    """Commit a batch larger than the write buffer whose records end on page boundaries.
+
+    After a ``sync()``, the log ends where the data file does, so the
+    batch's first value can be sized for its record to end on a page
+    boundary of the file, and every later record fills a page: a kill
+    during the batch's write, which the system cuts at a page boundary,
+    leaves the batch's records up to the cut whole. With ``aim``, says
+    ``large batch`` just before the commit. Returns the next seed.
+    """
+    sync(database, note)
+    keys = [b"k%d" % rng.randrange(KEYSPACE) for _ in range(rng.randrange(*LARGE_BATCH_PAGES))]
+    # The batch's head, then the first record's lengths and key.
+    first = os.path.getsize(data_path) + 12 + 8 + len(keys[0])
+    sizes = [-(first + 4) % PAGE] + [PAGE - 12 - len(key) for key in keys[1:]]
+    seeds = range(value_seed, value_seed + len(keys))
+    changes = [(key, value_of(seed, size)) for key, seed, size in zip(keys, seeds, sizes)]
+    with contextlib.suppress(_Split), database.batch() as batch:
+        batch.update(changes)
+        lines = ["set %s %d %d" % (key.decode(), seed, size)
+                 for key, seed, size in zip(keys, seeds, sizes)]
+        note("\n".join(["batch %d" % len(keys)] + lines))
+        if aim:
+            print("large batch", flush=True)
+        if split:
+            raise _Split
+    if split:
+        apply_one_at_a_time(database, changes)
+    return seeds.stop
 
 
 def one_batch(database, note, rng, value_seed, split):
@@ -235,12 +287,17 @@ def one_batch(database, note, rng, value_seed, split):
         if split:
             raise _Split
     if split:
-        for key, value in changes:
-            if value is None:
-                del database[key]
-            else:
-                database[key] = value
+        apply_one_at_a_time(database, changes)
     return value_seed
+
+
+def apply_one_at_a_time(database, changes):
+    """Make a split batch's ``changes`` (``(key, value or None for a delete)``) one at a time."""
+    for key, value in changes:
+        if value is None:
+            del database[key]
+        else:
+            database[key] = value
 
 
 def index_writer(database, note, rng, value_seed, aim, reopen):
@@ -342,6 +399,12 @@ class Log:
             }[word]
             if in_batch:
                 self.phase = "batch"
+
+
+def long_tail(message, buffer_size):
+    """True if the TornTailWarning ``message`` tells of a tail longer than a write buffer."""
+    found = re.search(r"torn tail of (\d+) bytes", message)
+    return found is not None and int(found.group(1)) > torn_tail_limit(buffer_size)
 
 
 def read_all(kernel, path, flag="r"):
@@ -502,6 +565,9 @@ class Harness:
             line = child.stdout.readline() if aim else b""
             if line == b"compacting\n":
                 time.sleep(self.rng.uniform(0, 1.5 * self.compaction_seconds))
+            elif line == b"large batch\n":
+                self.counts["kills aimed at a large batch"] += 1
+                time.sleep(self.rng.uniform(0, LARGE_BATCH_SECONDS))
             elif line == b"closing\n":
                 time.sleep(self.rng.uniform(0, 1.5 * self.close_seconds))
             else:
@@ -550,6 +616,8 @@ class Harness:
             return
         if caught:
             self.counts["torn tails"] += 1
+            if any(long_tail(str(w.message), self.buffer_size) for w in caught):
+                self.counts["torn tails longer than a buffer"] += 1
         if self.workload == "index" and not self.same_without_the_index(recovered):
             return
         prefixes = [
