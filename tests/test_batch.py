@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _batch, _kernel, _pure, _records, cli, db
+from semidbm import _batch, _checks, _kernel, _pure, _records, cli, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
@@ -482,6 +482,18 @@ def test_a_batch_larger_than_the_buffer_cut_anywhere_is_a_torn_tail(dbopen, dbpa
             database[b"b"] = b"2"
     assert (dbpath / "data").read_bytes() == HEADER_2_0 + whole + put_record(b"b", b"2")
     assert (dbpath / ("data.torn-%d" % (8 + len(whole)))).read_bytes() == cut[:length]
+
+
+def test_verify_says_what_an_open_does_with_a_large_batch_cut_short(kernel, dbpath, capsys):
+    """``semidbm verify`` decides as the open does: a batch cut at one of its own records is a
+    torn tail that opening for writing cuts off, not a tail that needs ``recover=True``."""
+    records, ends = large_batch_records()
+    write_data(dbpath, put_record(b"a", b"1"), batch_record(*records)[:ends[-2]])
+    found = _checks.examine(str(dbpath), kernel=kernel)
+    assert found.tail == ends[-2] > DEFAULT_BUFFER_SIZE and not found.tail_lost
+    assert not found.tail_needs_recover
+    assert cli.main(["verify", str(dbpath)]) == 3
+    assert "opening for writing cuts them off" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("damage", ["length", "record"])

@@ -68,7 +68,10 @@ class Examination:
     (offset of a record with impossible lengths, where the walk had to
     stop, or None), ``tail`` (bytes after where the walk stopped) and
     ``tail_lost`` (the tail starts where a power cut left zeros, so opening
-    drops it whatever its length: ``_tail.starts_lost_data``).
+    drops it whatever its length: ``_tail.starts_lost_data``) and
+    ``tail_needs_recover`` (opening refuses it without ``recover=True``:
+    longer than a buffer, no lost data, and records written after it end
+    the file, ``_tail.log_goes_on``; a batch cut short is not that).
     ``writer_active`` says a writer held the lock: its last record may
     then be a write in progress rather than a torn tail.
     """
@@ -87,12 +90,8 @@ class Examination:
         self.tail_offset = None
         self.tail = 0
         self.tail_lost = False
+        self.tail_needs_recover = False
         self.writer_active = False
-
-    @property
-    def tail_needs_recover(self):
-        """True if the tail is longer than opening drops without ``recover=True``."""
-        return self.tail > torn_tail_limit(DEFAULT_BUFFER_SIZE) and not self.tail_lost
 
     @property
     def damaged(self):
@@ -106,6 +105,15 @@ class Examination:
             or self.corrupt_at is not None
             or (self.tail and not self.writer_active)
         )
+
+
+def _log_goes_on(path, start, size, batches):
+    """``_tail.log_goes_on`` for the data file at ``path``, as an open would decide it."""
+    fd = _files.open_data(path, False)
+    try:
+        return _tail.log_goes_on(fd, start, size, path, batches)
+    finally:
+        os.close(fd)
 
 
 def examine(database_path, check_checksums=False, progress=None, kernel=None):
@@ -130,8 +138,12 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
         if summary.corrupt_at is None and summary.end < data.size:
             found.tail_offset = summary.end
             found.tail = data.size - summary.end
-            found.tail_lost = _tail.starts_lost_data(
-                data.head(summary.end), found.tail, data.version[0] >= BATCH_FORMAT
+            batches = data.version[0] >= BATCH_FORMAT
+            found.tail_lost = _tail.starts_lost_data(data.head(summary.end), found.tail, batches)
+            found.tail_needs_recover = (
+                found.tail > torn_tail_limit(DEFAULT_BUFFER_SIZE)
+                and not found.tail_lost
+                and _log_goes_on(data_path, summary.end, data.size, batches)
             )
     found.records = summary.records
     found.keys = summary.keys
