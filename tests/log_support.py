@@ -33,3 +33,8 @@ def records_after_start(data, header=HEADER):
 
 #: Records the log id adds to a log semidbm creates: its put and its delete, both dead.
 ID_RECORDS = 2
+
+
+def data_records(directory, header=HEADER):
+    """The records of the data file of the database ``directory`` (a Path), past its start."""
+    return records_after_start((directory / "data").read_bytes(), header)
