@@ -13,6 +13,7 @@ big-endian.
 """
 
 import hashlib
+import os
 import random
 import struct
 import zlib
@@ -21,7 +22,7 @@ INDEX_NAME = "index"
 INDEX_TEMP_NAME = "index.new"
 
 MAGIC = b"SEMIINDX"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 4096
 SLOT_SIZE = 12
 BLOCK_SLOTS = 1024
@@ -38,6 +39,8 @@ HEADER_CRC_AT = HEADER_SIZE - 4
 FIELDS = struct.Struct("<8sIIQQQQIIII")
 SAMPLE = struct.Struct("<QII")
 SAMPLES_AT = FIELDS.size  # 64
+#: Where the header repeats the log id of the data file it was written for: after the samples.
+LOG_ID_AT = SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT
 SLOT = struct.Struct("<QI")
 CHECKSUM = struct.Struct("<I")
 
@@ -56,12 +59,21 @@ FIELD_AT = {
     "zero": 60,
     "first sample": SAMPLES_AT,
     "last sample": SAMPLES_AT + SAMPLE.size * (SAMPLE_COUNT - 1),
-    "zeros after the samples": SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT + 100,
+    "log id": LOG_ID_AT,
+    "zeros after the log id": LOG_ID_AT + 100,
     "header crc": HEADER_CRC_AT,
 }
 
 #: The data file's header: magic, major and minor version.
 DATA_HEADER = b"SEMI" + struct.pack("!HH", 1, 1)
+#: The key of the log id's put and delete, the two records right after a new log's header.
+LOG_ID_KEY = b"\0semidbm log id\0"
+#: Bytes of a log id: the value of that put.
+LOG_ID_SIZE = 16
+#: Where the log id lies in a data file that has one: the value of the put after the header.
+LOG_ID_IN_DATA = len(DATA_HEADER) + 8 + len(LOG_ID_KEY)
+#: Size of a new log's start, its header and the log id's two records: where its records begin.
+LOG_START = LOG_ID_IN_DATA + LOG_ID_SIZE + 4 + (12 + len(LOG_ID_KEY))
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -130,6 +142,35 @@ def sample_ranges(covered):
 # --- the data file ---
 
 
+def put_record(key, value):
+    """A put record: lengths, key, value, and the CRC-32 of key and value."""
+    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack(
+        "!I", crc32(key + value))
+
+
+def delete_record(key):
+    """A delete record: lengths (value length -1), key, and the CRC-32 of the key."""
+    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", crc32(key))
+
+
+def log_id_pair(log_id):
+    """The two records that carry ``log_id``: a put of ``LOG_ID_KEY``, then its delete."""
+    return put_record(LOG_ID_KEY, log_id) + delete_record(LOG_ID_KEY)
+
+
+def new_log(log_id=None, header=DATA_HEADER):
+    """The start of a new log: ``header`` and the pair of ``log_id`` (random if None)."""
+    return header + log_id_pair(os.urandom(LOG_ID_SIZE) if log_id is None else log_id)
+
+
+def log_id(data):
+    """The log id the data file ``data`` begins with, or None: only the exact pair counts."""
+    found = bytes(data[LOG_ID_IN_DATA : LOG_ID_IN_DATA + LOG_ID_SIZE])
+    if bytes(data[len(DATA_HEADER) : LOG_START]) != log_id_pair(found):
+        return None
+    return found
+
+
 def records(data, start=8, end=None):
     """``(offset, key, value or None, size)`` of each whole record in ``data[start:end]``."""
     end = len(data) if end is None else end
@@ -182,13 +223,14 @@ def boundaries(data):
 class Index:
     """An index file's fields, samples and slots, as parsed or to be encoded."""
 
-    def __init__(self, seed, covered, count, capacity, samples, slots, **fields):
+    def __init__(self, seed, covered, count, capacity, samples, slots, log_id, **fields):
         self.seed = seed
         self.covered = covered
         self.count = count
         self.capacity = capacity
         self.samples = list(samples)  # (offset, length, crc)
         self.slots = list(slots)  # (offset, hash); offset 0: empty
+        self.log_id = log_id  # LOG_ID_SIZE bytes
         self.magic = fields.get("magic", MAGIC)
         self.version = fields.get("version", VERSION)
         self.header_size = fields.get("header_size", HEADER_SIZE)
@@ -205,9 +247,10 @@ class Index:
         samples = [SAMPLE.unpack_from(data, SAMPLES_AT + SAMPLE.size * i)
                    for i in range(SAMPLE_COUNT)]
         slots = [SLOT.unpack_from(data, HEADER_SIZE + SLOT_SIZE * i) for i in range(capacity)]
-        return cls(seed, covered, count, capacity, samples, slots, magic=magic, version=version,
-                   header_size=header_size, slot_size=slot_size, block_slots=block_slots,
-                   sample_count=sample_count, zero=zero)
+        log_id = bytes(data[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE])
+        return cls(seed, covered, count, capacity, samples, slots, log_id, magic=magic,
+                   version=version, header_size=header_size, slot_size=slot_size,
+                   block_slots=block_slots, sample_count=sample_count, zero=zero)
 
     def header(self):
         """The 4,096-byte header, its CRC-32 computed."""
@@ -217,6 +260,7 @@ class Index:
                          self.block_slots, self.sample_count, self.zero)
         for i, sample in enumerate(self.samples[:SAMPLE_COUNT]):
             SAMPLE.pack_into(head, SAMPLES_AT + SAMPLE.size * i, *sample)
+        head[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE] = self.log_id
         struct.pack_into("<I", head, HEADER_CRC_AT, crc32(bytes(head[:HEADER_CRC_AT])))
         return bytes(head)
 
@@ -259,7 +303,14 @@ def place(slots, capacity, hashed, offset):
 
 
 def build(data, covered=None, seed=0x5EED5EED5EED5EED, capacity=None):
-    """A valid index of the first ``covered`` bytes (a record boundary) of the log ``data``."""
+    """A valid index of the first ``covered`` bytes (a record boundary) of the log ``data``.
+
+    The log must begin with a log id, which the index repeats: no index
+    is valid for a log without one.
+    """
+    found_id = log_id(data)
+    if found_id is None:
+        raise ValueError("the log has no log id: no index can be valid for it")
     covered = len(data) if covered is None else covered
     offsets, _, stop = live_records(data, end=covered)
     if stop != covered:
@@ -269,7 +320,8 @@ def build(data, covered=None, seed=0x5EED5EED5EED5EED, capacity=None):
     slots = [(0, 0)] * capacity
     for key, offset in offsets.items():
         place(slots, capacity, hash_key(seed, key), offset)
-    return Index(seed, covered, len(offsets), capacity, samples_of(data, covered), slots)
+    return Index(seed, covered, len(offsets), capacity, samples_of(data, covered), slots,
+                 found_id)
 
 
 def samples_of(data, covered):
@@ -280,9 +332,9 @@ def samples_of(data, covered):
 def problems(index_data, data):
     """What an index file breaks of the document, for the log of the data file ``data``.
 
-    Checks the layout, every CRC-32, the samples, and that the slots are
-    exactly the live keys of the covered log, each at its last put and
-    found by the probe. An empty list means a valid index.
+    Checks the layout, every CRC-32, the log id, the samples, and that
+    the slots are exactly the live keys of the covered log, each at its
+    last put and found by the probe. An empty list means a valid index.
     """
     found = []
     if len(index_data) < HEADER_SIZE:
@@ -296,9 +348,14 @@ def problems(index_data, data):
     (header_crc,) = struct.unpack_from("<I", index_data, HEADER_CRC_AT)
     if header_crc != crc32(index_data[:HEADER_CRC_AT]):
         found.append("header CRC")
-    if index_data[SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT : HEADER_CRC_AT].strip(b"\0"):
-        found.append("bytes after the samples are not zeros")
-    if not (MIN_CAPACITY <= capacity and count < capacity and 8 <= covered <= len(data)):
+    if index_data[LOG_ID_AT + LOG_ID_SIZE : HEADER_CRC_AT].strip(b"\0"):
+        found.append("bytes after the log id are not zeros")
+    data_id = log_id(data)
+    if data_id is None:
+        found.append("the data file has no log id")
+    elif index_data[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE] != data_id:
+        found.append("the log id is not the data file's")
+    if not (MIN_CAPACITY <= capacity and count < capacity and LOG_START <= covered <= len(data)):
         return found + ["capacity %d, count %d, covered %d (data file %d bytes)"
                         % (capacity, count, covered, len(data))]
     if len(index_data) != file_size(capacity):

@@ -28,6 +28,7 @@ from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
 from .harness import crash, powerloss
+from .log_support import log_start, records_after_start
 from .test_power_loss import _remove, needs_fuse
 
 HEADER_1_1 = b"SEMI" + struct.pack("!HH", 1, 1)
@@ -190,8 +191,8 @@ def test_the_kernels_write_the_same_bytes(tmp_path):
             with database.batch() as batch:
                 del batch[b"a"]
                 batch[b"b"] = b"3"
-        data[name] = (path / "data").read_bytes()
-    assert len(set(data.values())) == 1
+        data[name] = records_after_start((path / "data").read_bytes(), HEADER_2_0)
+    assert len(set(data.values())) == 1, "the same records after each log's own id"
 
 
 def test_the_batch_record_is_as_the_format_says(dbopen, dbpath):
@@ -201,9 +202,9 @@ def test_the_batch_record_is_as_the_format_says(dbopen, dbpath):
             batch[b"b"] = b"2"
             del batch[b"a"]
             batch[b""] = b""
-    expected = HEADER_2_0 + put_record(b"a", b"1") + batch_record(
+    expected = put_record(b"a", b"1") + batch_record(
         put_record(b"b", b"2"), delete_record(b"a"), put_record(b"", b""))
-    assert (dbpath / "data").read_bytes() == expected
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0) == expected
 
 
 def test_a_batch_independently_built_is_read(dbopen, dbpath):
@@ -293,10 +294,10 @@ def test_a_view_of_a_value_a_batch_wrote(dbopen, dbpath):
 def test_the_format_of_a_new_database(dbopen, tmp_path):
     with dbopen(tmp_path / "default", "c") as database:
         assert database.format_version == (1, 1)
-    assert (tmp_path / "default" / "data").read_bytes() == HEADER_1_1
+    assert records_after_start((tmp_path / "default" / "data").read_bytes(), HEADER_1_1) == b""
     with dbopen(tmp_path / "two", "c", format=2) as database:
         assert database.format_version == (2, 0)
-    assert (tmp_path / "two" / "data").read_bytes() == HEADER_2_0
+    assert records_after_start((tmp_path / "two" / "data").read_bytes(), HEADER_2_0) == b""
     with dbopen(tmp_path / "two", "n", format=1) as database:
         assert database.format_version == (1, 1)
     with dbopen(tmp_path / "two", "r") as database:
@@ -317,6 +318,7 @@ def test_a_bad_format_is_refused_before_the_disk_is_touched(dbopen, dbpath):
 def test_opening_an_existing_database_with_another_format_is_refused(dbopen, dbpath):
     with dbopen(dbpath, "c") as database:
         database[b"a"] = b"1"
+    start = log_start((dbpath / "data").read_bytes(), HEADER_1_1)
     for flag in "rwc":
         with pytest.raises(semidbm.error) as info:
             dbopen(dbpath, flag, format=2)
@@ -328,12 +330,12 @@ def test_opening_an_existing_database_with_another_format_is_refused(dbopen, dbp
     with pytest.raises(semidbm.error, match="format 1.1, not 2"):
         dbopen(dbpath, "w", format=2)
     assert sorted(os.listdir(dbpath)) == ["data", "lock"]
-    assert (dbpath / "data").read_bytes() == HEADER_1_1 + put_record(b"a", b"1") + b"torn"
-    (dbpath / "data").write_bytes(HEADER_1_1 + put_record(b"a", b"1"))
+    assert (dbpath / "data").read_bytes() == start + put_record(b"a", b"1") + b"torn"
+    (dbpath / "data").write_bytes(start + put_record(b"a", b"1"))
     # The lock given back.
     with dbopen(dbpath, "w", format=1) as database:
         assert dict(database.items()) == {b"a": b"1"}
-    assert (dbpath / "data").read_bytes() == HEADER_1_1 + put_record(b"a", b"1")
+    assert (dbpath / "data").read_bytes() == start + put_record(b"a", b"1")
 
 
 def test_compaction_upgrades_keeps_and_turns_back_the_format(dbopen, dbpath):
@@ -394,12 +396,13 @@ def test_verify_finds_a_batch_whose_record_is_damaged(dbpath, capsys):
     data = bytearray((dbpath / "data").read_bytes())
     # A byte of a's value, and the batch's own checksum made to match: the batch
     # is malformed (its records must match their checksums), not lost data.
-    data[8 + 12 + 8 + 1 + 50] ^= 1
-    data[16:20] = struct.pack("!I", zlib.crc32(bytes(data[20:])))
+    at = len(log_start(data, HEADER_2_0))  # the batch, after the log id
+    data[at + 12 + 8 + 1 + 50] ^= 1
+    data[at + 8 : at + 12] = struct.pack("!I", zlib.crc32(bytes(data[at + 12 :])))
     (dbpath / "data").write_bytes(bytes(data))
     capsys.readouterr()
     assert cli.main(["verify", str(dbpath)]) == 3
-    assert "corrupt record at offset 8: impossible lengths, or a malformed batch" in (
+    assert "corrupt record at offset %d: impossible lengths, or a malformed batch" % at in (
         capsys.readouterr().out)
 
 

@@ -361,8 +361,12 @@ def test_the_constants_are_the_documents():
 
 def test_the_format_helper_builds_indexes_it_finds_valid():
     """index_support itself: what it builds passes its own checks, and damage does not."""
-    data = b"".join([fmt.DATA_HEADER] + [put_record(b"k%d" % i, b"v" * i) for i in range(50)]
-                    + [delete_record(b"k3"), put_record(b"k4", b"new")])
+    records = b"".join([put_record(b"k%d" % i, b"v" * i) for i in range(50)]
+                       + [delete_record(b"k3"), put_record(b"k4", b"new")])
+    data = fmt.new_log() + records
+    assert fmt.log_id(data) == data[fmt.LOG_ID_IN_DATA : fmt.LOG_ID_IN_DATA + fmt.LOG_ID_SIZE]
+    with pytest.raises(ValueError, match="no log id"):
+        fmt.build(fmt.DATA_HEADER + records)
     index = fmt.build(data)
     assert index.count == 49 and index.capacity == fmt.capacity_for(49) == 74
     encoded = index.encode()
@@ -370,6 +374,8 @@ def test_the_format_helper_builds_indexes_it_finds_valid():
     assert fmt.problems(encoded, data) == []
     assert fmt.problems(encoded, data + put_record(b"tail", b"t")) == []
     assert "samples" in fmt.problems(encoded, data[:-1] + b"X")
+    assert "the log id is not the data file's" in fmt.problems(encoded, fmt.new_log() + records)
+    assert "the data file has no log id" in fmt.problems(encoded, fmt.DATA_HEADER + records)
     damaged = bytearray(encoded)
     damaged[fmt.HEADER_SIZE + 5] ^= 1
     assert "CRC of block 0" in fmt.problems(bytes(damaged), data)
@@ -732,12 +738,14 @@ def test_v051_compacts(copied, large, tmp_path, then):
     assert (size > large.size) == (then == "grow past covered")
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     assert_fallback(copied, model, keys[:50], pure_too=True)
-    # A writer that ignored the index writes a new one (the whole log is uncovered).
+    # 0.5.1's log has no log id: a writer removes the index it refused and
+    # writes none, since no index could prove it describes that log.
     with open_db(compiled_kernel(), copied, "w") as database:
         assert database.index_covered == 0
+        assert not index_path(copied).exists()
         check_contents(database, model)
-    assert_valid_index(copied, covered=size)
-    assert read_back(compiled_kernel(), copied, model) == size
+    assert not index_path(copied).exists()
+    assert read_back(compiled_kernel(), copied, model) == 0
 
 
 @compiled_only
@@ -753,9 +761,10 @@ def test_v051_recreates_the_database(copied, large, tmp_path, values):
     data = data_of(copied)
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     if values == "same bytes":
-        assert data == large.data
+        # The same records, without the log id 0.5.1 does not write: the index is refused.
+        assert data == fmt.DATA_HEADER + large.data[fmt.LOG_START :]
         covered = check_on_every_kernel(copied, model, large.absent)
-        assert covered["cython"] in (0, large.size)
+        assert covered["cython"] == 0
     else:
         assert len(data) > large.size
         assert_fallback(copied, model, large.absent, pure_too=True)
@@ -876,11 +885,11 @@ def test_an_index_cut_short(copied, large, cut):
     index_path(copied).write_bytes(large.index_data[:keep])
     assert_fallback(copied, large.model, large.absent, pure_too=True)
     with open_db(PURE, copied, "w") as database:
+        assert not index_path(copied).exists(), "a writer removes the index it refuses at open"
         database[b"by the pure kernel"] = b"p"
-    assert index_of(copied) == large.index_data[:keep], "the pure kernel leaves it alone"
     model = dict(large.model)
     model[b"by the pure kernel"] = b"p"
-    # A writer that ignored the index writes a new one at close.
+    # A writer without an index writes one at close.
     with open_db(compiled_kernel(), copied, "w") as database:
         assert database.index_covered == 0
         check_contents(database, model)
@@ -970,7 +979,9 @@ def test_a_flipped_byte_in_the_slots_or_their_checksums(copied, large, where, fl
 HEADER_LIES = {
     # field: how to change it (the header's CRC is computed again).
     "magic": lambda index, data: setattr(index, "magic", b"SEMIINDY"),
-    "version 2": lambda index, data: setattr(index, "version", 2),
+    "version 1": lambda index, data: setattr(index, "version", 1),
+    "another log id": lambda index, data: setattr(
+        index, "log_id", bytes(byte ^ 1 for byte in index.log_id)),
     "header size": lambda index, data: setattr(index, "header_size", 4097),
     "slot size": lambda index, data: setattr(index, "slot_size", 16),
     "slots per block": lambda index, data: setattr(index, "block_slots", 512),

@@ -20,7 +20,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _files, _index, _kernel, _settings, db
+from semidbm import _files, _index, _kernel, _log_id, _settings, db
 from semidbm.format import DATA_NAME, HEADER_SIZE, INDEX_NAME, INDEX_TEMP_NAME
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file types and permissions")
@@ -69,12 +69,12 @@ def make_header(path, covered=None, count=0, capacity=_index.MIN_CAPACITY, seed=
 
 
 def write_header_index(path):
-    """Put an index of the data file's header alone into the database ``path``.
+    """Put an index of the log's start alone (header and log id) into the database ``path``.
 
     Its empty table is the truth, so a kernel that opens the database
-    trusting it still finds every key (in the log past the header).
+    trusting it still finds every key (in the log past its start).
     """
-    write_index(path, make_header(path, covered=HEADER_SIZE))
+    write_index(path, make_header(path, covered=_log_id.START_SIZE))
 
 
 def write_index(path, header=None, capacity=_index.MIN_CAPACITY):
@@ -112,6 +112,21 @@ def with_field(header, offset, fmt, value):
     """``header`` with the little-endian field ``fmt`` at ``offset`` set to ``value``, resealed."""
     changed = bytearray(header)
     struct.pack_into("<" + fmt, changed, offset, value)
+    return reseal(bytes(changed))
+
+
+def with_covered(header, covered, path):
+    """``header`` claiming to cover ``covered`` bytes, with the samples of that many, resealed.
+
+    Only the covered length is then wrong: every sample matches the data
+    file of the database ``path``.
+    """
+    changed = bytearray(header)
+    struct.pack_into("<Q", changed, 24, covered)
+    data = (path / DATA_NAME).read_bytes()
+    for number, (offset, length) in enumerate(_index.sample_ranges(covered)):
+        sample = (offset, length, zlib.crc32(data[offset : offset + length]))
+        struct.pack_into("<QII", changed, 64 + 16 * number, *sample)
     return reseal(bytes(changed))
 
 
@@ -195,8 +210,10 @@ def test_header_round_trip(tmp_path):
     assert len(header) == _index.HEADER_SIZE
     assert header[:8] == _index.MAGIC
     fields = struct.unpack_from("<IIQQQQIIII", header, 8)
-    assert fields == (1, 4096, SEED, size - 100, 1234, capacity, 12, 1024, 32, 0)
-    assert header[576:4092] == bytes(4092 - 576)
+    assert fields == (2, 4096, SEED, size - 100, 1234, capacity, 12, 1024, 32, 0)
+    log_id = _log_id.read((path / DATA_NAME).read_bytes())
+    assert log_id is not None and header[576:592] == log_id, "after the samples, the log id"
+    assert header[592:4092] == bytes(4092 - 592)
     assert struct.unpack_from("<I", header, 4092)[0] == zlib.crc32(header[:4092])
     data = (path / DATA_NAME).read_bytes()
     for number, (offset, length) in enumerate(_index.sample_ranges(size - 100)):
@@ -272,8 +289,9 @@ def test_index_one_byte_long(indexed):
     assert try_load(indexed) is None
 
 
-#: Bytes of the header to change: the start and end of each field, samples, padding, CRC.
-HEADER_OFFSETS = [0, 7, 8, 12, 16, 24, 31, 32, 40, 48, 52, 56, 60, 64, 300, 575, 576, 2000]
+#: Bytes of the header to change: the start and end of each field, samples, log id, padding, CRC.
+HEADER_OFFSETS = [0, 7, 8, 12, 16, 24, 31, 32, 40, 48, 52, 56, 60, 64, 300, 575, 576, 591, 592,
+                  2000]
 
 
 @pytest.mark.parametrize("offset", HEADER_OFFSETS + [4091, 4092, 4095])
@@ -285,7 +303,7 @@ def test_index_with_a_byte_of_its_header_changed(indexed, offset):
 @pytest.mark.parametrize(
     "offset, fmt, value",
     [
-        (8, "I", 2),  # version
+        (8, "I", 1),  # version 1, whose header names no log id
         (12, "I", 8192),  # header size
         (48, "I", 16),  # slot size
         (52, "I", 512),  # slots per block
@@ -323,9 +341,11 @@ def test_index_covering_more_than_the_data_file(indexed):
     assert try_load(indexed) is None
 
 
-@pytest.mark.parametrize("covered", [0, 1, 7])
-def test_index_covering_less_than_the_data_header(indexed, covered):
-    write_index(indexed, make_header(indexed, covered=covered))
+@pytest.mark.parametrize("covered", [0, 1, 7, HEADER_SIZE, 52, _log_id.START_SIZE - 1])
+def test_index_covering_less_than_the_log_start(indexed, covered):
+    """Less than the header and the log id (52: between the id's put and its delete)."""
+    assert make_header(indexed, covered=covered) is None, "no index is written for it"
+    write_index(indexed, with_covered(make_header(indexed), covered, indexed))
     assert try_load(indexed) is None
 
 

@@ -158,8 +158,15 @@ def test_harness_catches_an_index_renamed_before_the_data_file_is_on_the_disk(
 # --- wrong indexes made by hand ---
 
 
-def _data_file(path, operations):
-    """The data file the pure kernel writes at ``path`` for ``operations`` (``(key, value)``)."""
+def _data_file(path, operations, start=None):
+    """The data file the pure kernel writes at ``path`` for ``operations`` (``(key, value)``).
+
+    With ``start``, the database begins as that data file (the same log,
+    its id included), and the operations are appended to it.
+    """
+    if start is not None:
+        path.mkdir()
+        (path / "data").write_bytes(start)
     with db.open_with(powerloss.kernels()["python"], path, "c") as database:
         for key, value in operations:
             database[key] = value
@@ -195,7 +202,7 @@ def test_check_passes_a_right_index_and_a_stale_one(tmp_path):
     data = _data_file(tmp_path / "db", OPERATIONS)
     index = index_support.build(data).encode()
     assert _check(_tree(data, index)) == ([], ["index trusted"])
-    longer = _data_file(tmp_path / "longer", OPERATIONS + [(b"b", b"after the index")])
+    longer = _data_file(tmp_path / "longer", [(b"b", b"after the index")], start=data)
     assert longer.startswith(data)
     assert _check(_tree(longer, index)) == ([], ["index trusted", "index trusted and stale"])
     assert _check({powerloss.DB_NAME: {"data": data}}) == ([], ["no index"])
@@ -223,13 +230,14 @@ def test_check_reports_a_trusted_index_with_a_slot_at_an_older_put(tmp_path):
 
 
 def test_check_reports_an_index_of_another_data_file_of_the_same_length(tmp_path):
-    """An index of the same keys laid out otherwise: the samples differ, so it is not trusted."""
+    """An index of the same keys laid out otherwise: another log id, so it is not trusted."""
     data = _data_file(tmp_path / "db", [(b"k1", b"x" * 10), (b"k2", b"y" * 20)])
     other = _data_file(tmp_path / "other", [(b"k2", b"y" * 20), (b"k1", b"x" * 10)])
     assert len(other) == len(data) and other != data
     problems, counted = _check(_tree(data, index_support.build(other).encode()))
     assert counted == ["index not trusted"]
-    assert len(problems) == 1 and problems[0].startswith(INVALID + ": samples"), problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(INVALID + ": the log id is not the data file's; samples")
 
 
 def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):

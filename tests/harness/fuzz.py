@@ -56,9 +56,10 @@ from hypothesis import strategies as st
 
 import semidbm
 from semidbm import _checks, _fields, _kernel, db
-from semidbm.format import HEADER, INDEX_NAME, header
+from semidbm.format import HEADER, HEADER_SIZE, INDEX_NAME, header
 
 from .. import index_support
+from ..log_support import records_after_start
 
 # Both kernels; only the pure-Python one when testing an install built
 # without the extension (SEMIDBM_NO_EXTENSIONS, see tests/conftest.py).
@@ -209,9 +210,12 @@ def write_compact_reopen(kernel, path):
             except semidbm.DBMChecksumError:
                 damaged.append(key)  # compaction copies records as they are
     with open(os.path.join(path, "data"), "rb") as handle:
-        # The compiled kernel's index file is its own (the pure one writes none).
-        files = sorted(set(os.listdir(path)) - {INDEX_NAME})
-        return files, hashlib.sha256(handle.read()).hexdigest(), damaged
+        data = handle.read()
+    # The compiled kernel's index file is its own (the pure one writes none), and
+    # the compaction's new log has a random id: its header and records are compared.
+    files = sorted(set(os.listdir(path)) - {INDEX_NAME})
+    written = data[:HEADER_SIZE] + records_after_start(data, data[:HEADER_SIZE])
+    return files, hashlib.sha256(written).hexdigest(), damaged
 
 
 def examine(kernel, path, data):
@@ -491,8 +495,9 @@ def damage_index(base, changes, reseal):
         index = index_support.Index.parse(bytes(data))
         for change in changes:
             if change[0] == "forge":
-                if change[1] == "covered":  # where check 1 lets it be
-                    index.covered = 8 + change[2] % (len(base.data) - 7)
+                if change[1] == "covered":  # where check 1 lets it be: past the log's start
+                    start = index_support.LOG_START
+                    index.covered = start + change[2] % (len(base.data) - start + 1)
                 elif change[1] == "count":
                     index.count = change[2] % index.capacity
                 else:
