@@ -36,6 +36,7 @@ import semidbm
 
 from . import v051_cases
 from .log_support import records_after_start
+from .v051_support import v051_python
 
 CASES = v051_cases.CASES
 expected = v051_cases.expected
@@ -54,26 +55,6 @@ TORN = sorted(name for name, case in CASES.items() if case["truncate"])
 
 
 # --- semidbm 0.5.1 in a subprocess ------------------------------------------
-
-
-def v051_python():
-    """The interpreter that has semidbm 0.5.1, from ``SEMIDBM_V051_PYTHON``.
-
-    Without the variable the calling test is skipped, or fails when the
-    environment variable ``CI`` is set: CI must run these tests.
-    """
-    python = os.environ.get("SEMIDBM_V051_PYTHON")
-    if not python:
-        message = (
-            "SEMIDBM_V051_PYTHON is not set; it must name a Python with semidbm==0.5.1 "
-            "installed (the nox sessions make .venv-v051 and set it: bash scripts/nox.sh -s tests)"
-        )
-        if "CI" in os.environ:
-            pytest.fail(message + " -- required when CI is set", pytrace=False)
-        pytest.skip(message)
-    if not os.access(python, os.X_OK):
-        pytest.fail("SEMIDBM_V051_PYTHON=%r is not an executable" % python, pytrace=False)
-    return python
 
 
 def run_v051(script, *args):

@@ -32,7 +32,6 @@ from a fuzzer in test_fuzz.py.
 """
 
 import faulthandler
-import json
 import os
 import random
 import shutil
@@ -50,7 +49,7 @@ from semidbm.format import EMPTY_RECORD_SIZE
 
 from . import index_support as fmt
 from .conftest import IMPLEMENTATIONS, compiled_only
-from .test_compat_v051 import v051_python
+from .v051_support import apply_v051
 
 HERE = Path(__file__).resolve().parent
 MiB = 1 << 20
@@ -295,54 +294,6 @@ def no_hang():
 
 # --- semidbm 0.5.1 ---------------------------------------------------------------
 
-V051_SCRIPT = r"""
-import json, sys
-import semidbm
-if semidbm.__version__ != "0.5.1":
-    sys.exit("needs semidbm 0.5.1, found %s at %s" % (semidbm.__version__, semidbm.__file__))
-path, flag, ops_path = sys.argv[1:4]
-with open(ops_path) as handle:
-    ops = json.load(handle)
-db = semidbm.open(path, flag)
-for op in ops:
-    args = [bytes.fromhex(part) for part in op[1:]]
-    if op[0] == "set":
-        db[args[0]] = args[1]
-    elif op[0] == "del":
-        del db[args[0]]
-    elif op[0] == "del_missing":
-        try:
-            del db[args[0]]
-        except KeyError:
-            pass
-        else:
-            sys.exit("0.5.1 deleted %r, which the test says is missing" % args[0])
-    elif op[0] == "compact":
-        db.compact()
-    else:
-        sys.exit("unknown operation %r" % op[0])
-db.close()
-"""
-
-
-def run_v051(path, flag, ops, scratch):
-    """Open ``path`` with semidbm 0.5.1 (a subprocess), do ``ops``, close.
-
-    As test_compat_v051 does: the interpreter is ``SEMIDBM_V051_PYTHON``
-    (skipped without it, failed under CI), ``PYTHONPATH`` left out.
-    """
-    python = v051_python()
-    ops_path = Path(scratch) / "v051-ops.json"
-    ops_path.write_text(json.dumps(fmt.to_json(ops)))
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    result = subprocess.run(
-        [python, "-c", V051_SCRIPT, str(path), flag, str(ops_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr
 
 
 # --- constants ---------------------------------------------------------------------
@@ -713,7 +664,7 @@ def test_v051_appends_after_the_index(copied, large, tmp_path):
     ops = v051_tail_ops(large)
     model = fmt.apply_ops(dict(large.model), ops)
     absent = deleted_keys(ops, model) + [b"never there"]
-    run_v051(copied, "w", ops, tmp_path)
+    apply_v051(copied, "w", ops, tmp_path)
     assert data_of(copied)[: large.size] == large.data
     # The index is still right for its part: the open uses it and replays 0.5.1's tail,
     # its stray delete of a missing key and its deletes of indexed keys included.
@@ -733,7 +684,7 @@ def test_v051_compacts(copied, large, tmp_path, then):
         ops += [("set", b"grown-%d" % i, fmt.value_of(b"grown-%d" % i, 0, 300))
                 for i in range(2000)]
     model = fmt.apply_ops(dict(large.model), ops)
-    run_v051(copied, "c", ops, tmp_path)  # 0.5.1 compacts only what it opened with 'c'
+    apply_v051(copied, "c", ops, tmp_path)  # 0.5.1 compacts only what it opened with 'c'
     size = len(data_of(copied))
     assert (size > large.size) == (then == "grow past covered")
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
@@ -757,7 +708,7 @@ def test_v051_recreates_the_database(copied, large, tmp_path, values):
         ops = [op if op[0] == "del" else ("set", op[1], op[2] + b"+longer")
                for op in large.ops]
     model = fmt.apply_ops({}, ops)
-    run_v051(copied, "n", ops, tmp_path)
+    apply_v051(copied, "n", ops, tmp_path)
     data = data_of(copied)
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     if values == "same bytes":

@@ -14,8 +14,9 @@ under test: a reader's answers, a writer's open (which removes the
 refused index), its close (the compiled kernel writes a new index) and
 a compaction, every answer compared with a full replay of the data file
 alone (the pure kernel, which never reads an index, on a copy of
-``data`` in a directory of its own). The cases with semidbm 0.5.1 are
-in test_index.py, beside its other 0.5.1 workloads.
+``data`` in a directory of its own). semidbm 0.5.1's ``'n'`` and
+compaction, which leave the index beside a log of their own, run in its
+interpreter (v051_support).
 """
 
 import os
@@ -31,6 +32,7 @@ from semidbm import _index, _kernel, _log_id, _settings, db
 from semidbm.format import DATA_NAME, INDEX_NAME
 
 from .conftest import compiled_only
+from .v051_support import apply_v051
 
 PURE = _kernel.load("python")
 
@@ -229,6 +231,15 @@ def with_crc(data, at, target):
     return bytes(base)
 
 
+def first_record_outside(ranges, record):
+    """The number of the first of NIGHT's records (``record`` bytes each) outside ``ranges``."""
+    for number in range(len(NIGHT)):
+        start = _log_id.START_SIZE + number * record
+        if all(start + record <= offset or start >= offset + length for offset, length in ranges):
+            return number
+    raise AssertionError("every record overlaps a range")
+
+
 @compiled_only
 def test_a_log_of_another_id_whose_samples_all_match_is_refused(kernel, tmp_path):
     """Another night's log, one key swapped for another of its length between the samples,
@@ -239,13 +250,8 @@ def test_a_log_of_another_id_whose_samples_all_match_is_refused(kernel, tmp_path
     size = os.path.getsize(last / DATA_NAME)
     record = len(NIGHT[0][0]) + len(NIGHT[0][1]) + 12
     sampled = _index.sample_ranges(size)
-    def clear(start, stop, ranges):
-        return all(stop <= offset or start >= offset + length for offset, length in ranges)
-    swapped = next(number for number in range(len(NIGHT)) if clear(
-        _log_id.START_SIZE + number * record, _log_id.START_SIZE + (number + 1) * record, sampled))
-    patched = next(number for number in range(len(NIGHT)) if clear(
-        _log_id.START_SIZE + number * record, _log_id.START_SIZE + (number + 1) * record,
-        sampled[1:]))
+    swapped = first_record_outside(sampled, record)
+    patched = first_record_outside(sampled[1:], record)  # in the first sample only
     items = list(NIGHT)
     items[swapped] = (b"id-swap-0", NIGHT[swapped][1])
     nightly(tonight, items)
@@ -256,9 +262,34 @@ def test_a_log_of_another_id_whose_samples_all_match_is_refused(kernel, tmp_path
     forged = with_crc(theirs[:edge], value_at, zlib.crc32(ours[:edge])) + theirs[edge:]
     (tonight / DATA_NAME).write_bytes(forged)
     for offset, length in sampled:
-        assert zlib.crc32(forged[offset:offset + length]) == zlib.crc32(ours[offset:offset + length])
+        sample = slice(offset, offset + length)
+        assert zlib.crc32(forged[sample]) == zlib.crc32(ours[sample])
     asked = [key for key, _ in items] + [NIGHT[swapped][0]]
     check_beside(kernel, tonight, last, tmp_path / "mixed", asked)
+
+
+# --- semidbm 0.5.1 -------------------------------------------------------------------
+
+
+@compiled_only
+@pytest.mark.parametrize("what", ["'n' with tonight's items", "'n' with the same items",
+                                  "a compaction"])
+def test_semidbm_0_5_1_leaves_our_index_beside_a_log_of_its_own(kernel, tmp_path, what):
+    """0.5.1 removes only ``data`` at ``'n'``, and its compaction renames a new ``data`` in:
+    our index stays, beside a log without a log id."""
+    ours = tmp_path / "ours"
+    nightly(ours, NIGHT)
+    index = (ours / INDEX_NAME).read_bytes()
+    if what == "a compaction":
+        flag, ops = "c", [("set", NIGHT[7][0], b"u" * 32), ("del", NIGHT[8][0]), ("compact",)]
+    else:
+        flag = "n"
+        items = with_same_size_update(NIGHT) if what.endswith("tonight's items") else NIGHT
+        ops = [("set", key, value) for key, value in items]
+    apply_v051(ours, flag, ops, tmp_path)
+    assert (ours / INDEX_NAME).read_bytes() == index, "0.5.1 left the index alone"
+    assert _log_id.read((ours / DATA_NAME).read_bytes()) is None
+    check_beside(kernel, ours, ours, tmp_path / "after", [key for key, _ in NIGHT] + [b"never"])
 
 
 # --- logs without an id -----------------------------------------------------------
@@ -319,7 +350,8 @@ CHANGES = ["new key", "same-size update", "other-size update", "delete", "swap t
 
 
 @compiled_only
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     count=st.integers(min_value=1, max_value=120),
     change=st.sampled_from(CHANGES),
