@@ -1584,3 +1584,24 @@ def test_a_leftover_index_new_beside_a_valid_index(copied, large):
         assert database.index_covered == large.size
         assert not temp.exists()
     assert index_of(copied) == large.index_data
+
+
+@compiled_only
+def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, large, no_hang):
+    """The header covers into a torn tail: up to a few bytes inside a record that runs past the
+    end of the file. The writer's open drops the index, cuts the tail back to the last whole
+    record, below ``covered``, and then must remove the index, refused for the log as cut,
+    before it appends: grown again past ``covered``, the log might pass its checks."""
+    last = max(fmt.boundaries(large.data))
+    torn = put_record(b"torn", b"t" * 5000)[:3000]
+    with open(copied / "data", "ab") as data:
+        data.write(torn)
+    index = fmt.build(large.data, seed=99)
+    index.covered = last + 100
+    index.samples = fmt.samples_of(large.data + torn, index.covered)
+    index_path(copied).write_bytes(index.encode())
+    with pytest.warns(semidbm.TornTailWarning):
+        with open_db(compiled_kernel(), copied, "w") as database:
+            assert not index_path(copied).exists()
+            check_contents(database, large.model, large.absent)
+    assert data_of(copied) == large.data

@@ -256,7 +256,7 @@ def _check_log_id(raw, data_fd):
 
 
 def _check_samples(raw, covered, data_fd):
-    """Check 2, second part: the header samples the ranges it should, and the data file holds those bytes now.
+    """Check 2, second part: the header samples the ranges it should, and the data file holds them.
 
     The ranges are compared before any is read, so that only the
     expected 32 small ranges of the covered log are ever read.

@@ -34,7 +34,7 @@ START_SIZE = HEADER_SIZE + len(_pair(bytes(SIZE)))
 
 
 def new_log(major):
-    """The first bytes of a new log of the major format ``major``: its header and a new id's pair."""
+    """The first bytes of a new log of the major format ``major``: its header, a new id's pair."""
     return header(major) + _pair(os.urandom(SIZE))
 
 
