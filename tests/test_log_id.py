@@ -28,7 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semidbm import _index, _kernel, _log_id, _settings, db
+import semidbm
+from semidbm import _files, _index, _kernel, _log_id, _settings, db
 from semidbm.format import DATA_NAME, INDEX_NAME
 
 from .conftest import compiled_only
@@ -384,3 +385,25 @@ def test_two_logs_of_one_program_each_beside_the_others_index(kernel, tmp_path, 
     check_beside(kernel, first, second, work / "mixed-1", asked)
     check_beside(kernel, second, first, work / "mixed-2", asked)
 
+
+
+@compiled_only
+def test_a_writer_that_cannot_remove_a_refused_index_does_not_open(kernel, tmp_path, monkeypatch):
+    """Appending beside an index it refused could make that index pass its checks later: a
+    writer that cannot remove it refuses to open, and leaves the database as it was."""
+    last, tonight = tmp_path / "last", tmp_path / "tonight"
+    nightly(last, NIGHT)
+    nightly(tonight, with_new_key(NIGHT))
+    shutil.copyfile(last / DATA_NAME, tonight / DATA_NAME)
+    data = (tonight / DATA_NAME).read_bytes()
+
+    def refuse(directory, name):
+        raise PermissionError(13, "Permission denied", name)
+
+    monkeypatch.setattr(_files.Directory, "remove", refuse)
+    with pytest.raises(semidbm.error, match="cannot remove an index file"):
+        db.open_with(kernel, str(tonight), "w")
+    assert (tonight / INDEX_NAME).exists() and (tonight / DATA_NAME).read_bytes() == data
+    with db.open_with(kernel, str(tonight), "r") as database:
+        assert database.index_covered == 0
+        assert dict(database.items()) == dict(NIGHT)

@@ -167,14 +167,18 @@ def load(directory, data_fd, data_size, writer=False):
     index; the caller maps it and closes it. None when there is no index,
     when it fails a check, or when it cannot be read, whatever the file
     holds; and on a big-endian machine, which cannot map the
-    little-endian table. A ``writer`` then removes the file (:func:`remove`,
-    whose OSError it raises) before it appends anything: an index refused
-    for this log must never be trusted later, when the log has grown past
-    what it claims to cover.
+    little-endian table. A ``writer`` then removes the file before it
+    appends anything (a DBMError if it cannot): an index refused for this
+    log must never be trusted later, when the log has grown past what it
+    claims to cover.
     """
     found = _open_trusted(directory, data_fd, data_size)
     if found is None and writer:
-        remove(directory)
+        try:
+            remove(directory)
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot remove an index file that does not describe "
+                                  "this data file") from None
     return found
 
 
@@ -184,7 +188,7 @@ def remove_refused(directory, data_fd, data_size):
     The pure-Python kernel never reads the index, but the compiled one
     may open the log later; the compiled kernel calls this after cutting
     a torn tail, since its open checked the index against the log before
-    the cut. OSError from the removal is raised.
+    the cut. A DBMError if the removal fails.
     """
     found = load(directory, data_fd, data_size, writer=True)
     if found is not None:
