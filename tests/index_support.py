@@ -39,8 +39,10 @@ HEADER_CRC_AT = HEADER_SIZE - 4
 FIELDS = struct.Struct("<8sIIQQQQIIII")
 SAMPLE = struct.Struct("<QII")
 SAMPLES_AT = FIELDS.size  # 64
-#: Where the header repeats the log id of the data file it was written for: after the samples.
-LOG_ID_AT = SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT
+#: After the samples: the offset in the data file (8 bytes) and the nonce (16) of the
+#: checkpoint the index names.
+CHECKPOINT_AT = SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT
+CHECKPOINT_FIELD = struct.Struct("<Q16s")
 SLOT = struct.Struct("<QI")
 CHECKSUM = struct.Struct("<I")
 
@@ -59,21 +61,22 @@ FIELD_AT = {
     "zero": 60,
     "first sample": SAMPLES_AT,
     "last sample": SAMPLES_AT + SAMPLE.size * (SAMPLE_COUNT - 1),
-    "log id": LOG_ID_AT,
-    "zeros after the log id": LOG_ID_AT + 100,
+    "checkpoint offset": CHECKPOINT_AT,
+    "checkpoint nonce": CHECKPOINT_AT + 8,
+    "zeros after the checkpoint": CHECKPOINT_AT + 100,
     "header crc": HEADER_CRC_AT,
 }
 
 #: The data file's header: magic, major and minor version.
 DATA_HEADER = b"SEMI" + struct.pack("!HH", 1, 1)
-#: The key of the log id's put and delete, the two records right after a new log's header.
-LOG_ID_KEY = b"\0semidbm log id\0"
-#: Bytes of a log id: the value of that put.
-LOG_ID_SIZE = 16
-#: Where the log id lies in a data file that has one: the value of the put after the header.
-LOG_ID_IN_DATA = len(DATA_HEADER) + 8 + len(LOG_ID_KEY)
-#: Size of a new log's start, its header and the log id's two records: where its records begin.
-LOG_START = LOG_ID_IN_DATA + LOG_ID_SIZE + 4 + (12 + len(LOG_ID_KEY))
+#: A checkpoint's key: these bytes, then its nonce, then fewer than 512 zero bytes; a put of
+#: it with an empty value, then its delete.
+CHECKPOINT_PREFIX = b"\0semidbm checkpt"
+NONCE_SIZE = 16
+#: Size of a checkpoint's two records without padding (a new log's first checkpoint).
+CHECKPOINT_SIZE = 2 * (12 + len(CHECKPOINT_PREFIX) + NONCE_SIZE)
+#: Size of a new log's start, its header and first checkpoint: where its records begin.
+LOG_START = len(DATA_HEADER) + CHECKPOINT_SIZE
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -153,21 +156,48 @@ def delete_record(key):
     return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", crc32(key))
 
 
-def log_id_pair(log_id):
-    """The two records that carry ``log_id``: a put of ``LOG_ID_KEY``, then its delete."""
-    return put_record(LOG_ID_KEY, log_id) + delete_record(LOG_ID_KEY)
+def checkpoint(nonce, padding=0):
+    """The two records of the checkpoint of ``nonce``: a put of its key, empty, then its delete."""
+    key = CHECKPOINT_PREFIX + nonce + bytes(padding)
+    return put_record(key, b"") + delete_record(key)
 
 
-def new_log(log_id=None, header=DATA_HEADER):
-    """The start of a new log: ``header`` and the pair of ``log_id`` (random if None)."""
-    return header + log_id_pair(os.urandom(LOG_ID_SIZE) if log_id is None else log_id)
+def new_log(nonce=None, header=DATA_HEADER):
+    """The start of a new log: ``header`` and a checkpoint (of a random nonce if None)."""
+    return header + checkpoint(os.urandom(NONCE_SIZE) if nonce is None else nonce)
 
 
-def log_id(data):
-    """The log id the data file ``data`` begins with, or None: only the exact pair counts."""
-    found = bytes(data[LOG_ID_IN_DATA : LOG_ID_IN_DATA + LOG_ID_SIZE])
-    if bytes(data[len(DATA_HEADER) : LOG_START]) != log_id_pair(found):
+def checkpoint_size(data, offset):
+    """The size of the checkpoint at ``offset`` of the data file ``data``, or None if none is.
+
+    Only the exact pair counts.
+    """
+    if len(data) < offset + 8:
         return None
+    key_length, value_length = struct.unpack_from("!ii", data, offset)
+    padding = key_length - len(CHECKPOINT_PREFIX) - NONCE_SIZE
+    if value_length != 0 or not 0 <= padding < 512:
+        return None
+    start = offset + 8 + len(CHECKPOINT_PREFIX)  # after the put's lengths and the prefix
+    pair = checkpoint(bytes(data[start : start + NONCE_SIZE]), padding)
+    return len(pair) if bytes(data[offset : offset + len(pair)]) == pair else None
+
+
+def checkpoint_at(data, offset):
+    """The nonce of the checkpoint at ``offset`` of the data file ``data``, or None."""
+    if checkpoint_size(data, offset) is None:
+        return None
+    start = offset + 8 + len(CHECKPOINT_PREFIX)
+    return bytes(data[start : start + NONCE_SIZE])
+
+
+def last_checkpoint(data, end):
+    """The offset of the last checkpoint in the log ``data`` that ends by ``end``, or None."""
+    found = None
+    for offset, _, _, _ in records(data, end=end):
+        size = checkpoint_size(data, offset)
+        if size is not None and offset + size <= end:
+            found = offset
     return found
 
 
@@ -223,14 +253,14 @@ def boundaries(data):
 class Index:
     """An index file's fields, samples and slots, as parsed or to be encoded."""
 
-    def __init__(self, seed, covered, count, capacity, samples, slots, log_id, **fields):
+    def __init__(self, seed, covered, count, capacity, samples, slots, checkpoint, **fields):
         self.seed = seed
         self.covered = covered
         self.count = count
         self.capacity = capacity
         self.samples = list(samples)  # (offset, length, crc)
         self.slots = list(slots)  # (offset, hash); offset 0: empty
-        self.log_id = log_id  # LOG_ID_SIZE bytes
+        self.checkpoint = checkpoint  # (offset in the data file, nonce)
         self.magic = fields.get("magic", MAGIC)
         self.version = fields.get("version", VERSION)
         self.header_size = fields.get("header_size", HEADER_SIZE)
@@ -247,8 +277,8 @@ class Index:
         samples = [SAMPLE.unpack_from(data, SAMPLES_AT + SAMPLE.size * i)
                    for i in range(SAMPLE_COUNT)]
         slots = [SLOT.unpack_from(data, HEADER_SIZE + SLOT_SIZE * i) for i in range(capacity)]
-        log_id = bytes(data[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE])
-        return cls(seed, covered, count, capacity, samples, slots, log_id, magic=magic,
+        named = CHECKPOINT_FIELD.unpack_from(data, CHECKPOINT_AT)
+        return cls(seed, covered, count, capacity, samples, slots, named, magic=magic,
                    version=version, header_size=header_size, slot_size=slot_size,
                    block_slots=block_slots, sample_count=sample_count, zero=zero)
 
@@ -260,7 +290,7 @@ class Index:
                          self.block_slots, self.sample_count, self.zero)
         for i, sample in enumerate(self.samples[:SAMPLE_COUNT]):
             SAMPLE.pack_into(head, SAMPLES_AT + SAMPLE.size * i, *sample)
-        head[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE] = self.log_id
+        CHECKPOINT_FIELD.pack_into(head, CHECKPOINT_AT, *self.checkpoint)
         struct.pack_into("<I", head, HEADER_CRC_AT, crc32(bytes(head[:HEADER_CRC_AT])))
         return bytes(head)
 
@@ -305,13 +335,13 @@ def place(slots, capacity, hashed, offset):
 def build(data, covered=None, seed=0x5EED5EED5EED5EED, capacity=None):
     """A valid index of the first ``covered`` bytes (a record boundary) of the log ``data``.
 
-    The log must begin with a log id, which the index repeats: no index
-    is valid for a log without one.
+    It names the last checkpoint of the covered log, as the kernel's
+    would: no index is valid for a log without one.
     """
-    found_id = log_id(data)
-    if found_id is None:
-        raise ValueError("the log has no log id: no index can be valid for it")
     covered = len(data) if covered is None else covered
+    named = last_checkpoint(data, covered)
+    if named is None:
+        raise ValueError("the covered log holds no checkpoint: no index can be valid for it")
     offsets, _, stop = live_records(data, end=covered)
     if stop != covered:
         raise ValueError("%d is not a record boundary (the log's records end at %d)"
@@ -321,7 +351,7 @@ def build(data, covered=None, seed=0x5EED5EED5EED5EED, capacity=None):
     for key, offset in offsets.items():
         place(slots, capacity, hash_key(seed, key), offset)
     return Index(seed, covered, len(offsets), capacity, samples_of(data, covered), slots,
-                 found_id)
+                 (named, checkpoint_at(data, named)))
 
 
 def samples_of(data, covered):
@@ -332,7 +362,7 @@ def samples_of(data, covered):
 def problems(index_data, data):
     """What an index file breaks of the document, for the log of the data file ``data``.
 
-    Checks the layout, every CRC-32, the log id, the samples, and that
+    Checks the layout, every CRC-32, the checkpoint named, the samples, and that
     the slots are exactly the live keys of the covered log, each at its
     last put and found by the probe. An empty list means a valid index.
     """
@@ -348,13 +378,12 @@ def problems(index_data, data):
     (header_crc,) = struct.unpack_from("<I", index_data, HEADER_CRC_AT)
     if header_crc != crc32(index_data[:HEADER_CRC_AT]):
         found.append("header CRC")
-    if index_data[LOG_ID_AT + LOG_ID_SIZE : HEADER_CRC_AT].strip(b"\0"):
-        found.append("bytes after the log id are not zeros")
-    data_id = log_id(data)
-    if data_id is None:
-        found.append("the data file has no log id")
-    elif index_data[LOG_ID_AT : LOG_ID_AT + LOG_ID_SIZE] != data_id:
-        found.append("the log id is not the data file's")
+    if index_data[CHECKPOINT_AT + CHECKPOINT_FIELD.size : HEADER_CRC_AT].strip(b"\0"):
+        found.append("bytes after the checkpoint are not zeros")
+    named_at, nonce = CHECKPOINT_FIELD.unpack_from(index_data, CHECKPOINT_AT)
+    size = checkpoint_size(data[:covered], named_at) if named_at >= len(DATA_HEADER) else None
+    if size is None or checkpoint_at(data, named_at) != nonce:
+        found.append("the data file holds no checkpoint of that nonce there")
     if not (MIN_CAPACITY <= capacity and count < capacity and LOG_START <= covered <= len(data)):
         return found + ["capacity %d, count %d, covered %d (data file %d bytes)"
                         % (capacity, count, covered, len(data))]

@@ -1,28 +1,33 @@
-"""The start of a log semidbm creates: its header, then the log id's put and delete.
+"""The start of a log semidbm creates: its header, then its first checkpoint.
 
 Every log semidbm creates (a new database, ``'n'``, each compaction and
-upgrade) begins with a pair of records carrying a random log id, so two
-logs written by the same operations differ in those bytes only. Tests
-that compare a data file with the records they expect take the start
-from the file itself through :func:`log_start`, which checks it is a
-header and a valid pair, and then compare every byte after it.
+upgrade) begins with a checkpoint, a put and a delete of a key holding
+random bytes, so two logs written by the same operations differ in those
+bytes. Tests that compare a data file with the records they expect take
+the start from the file itself through :func:`log_start`, which checks it
+is a header and a whole checkpoint, and then compare every byte after it.
 """
 
-from semidbm import _log_id
+from semidbm import _checkpoint
 from semidbm.format import HEADER
 
 
 def log_start(data, header=HEADER):
-    """The first ``_log_id.START_SIZE`` bytes of the data file contents ``data``, checked.
+    """The first ``_checkpoint.START_SIZE`` bytes of the data file contents ``data``, checked.
 
-    They must be ``header`` followed by a log id pair (``_log_id.read``
-    finds an id), so that ``data == log_start(data) + records`` checks
-    every byte of the file.
+    They must be ``header`` followed by a checkpoint (``_checkpoint.read``
+    finds one), so that ``data == log_start(data) + records`` checks every
+    byte of the file.
     """
-    start = bytes(data[: _log_id.START_SIZE])
+    start = bytes(data[: _checkpoint.START_SIZE])
     assert start[: len(header)] == header, "the data file starts with %r" % start[: len(header)]
-    assert _log_id.read(start) is not None, "no log id after the header: %r" % start
+    assert first_checkpoint(start) is not None, "no checkpoint after the header: %r" % start
     return start
+
+
+def first_checkpoint(data):
+    """The nonce of the checkpoint right after the header of the data file contents ``data``."""
+    return _checkpoint.read(bytes(data[len(HEADER) : _checkpoint.START_SIZE]))
 
 
 def records_after_start(data, header=HEADER):
@@ -30,11 +35,24 @@ def records_after_start(data, header=HEADER):
     return bytes(data[len(log_start(data, header)) :])
 
 
-
-#: Records the log id adds to a log semidbm creates: its put and its delete, both dead.
-ID_RECORDS = 2
+#: Records a new log's first checkpoint adds to it: its put and its delete, both dead.
+CHECKPOINT_RECORDS = 2
 
 
 def data_records(directory, header=HEADER):
     """The records of the data file of the database ``directory`` (a Path), past its start."""
     return records_after_start((directory / "data").read_bytes(), header)
+
+
+def ending_checkpoint(data):
+    """The offset of the checkpoint that ends the data file contents ``data``, or None.
+
+    A compiled writer appends one right before each index it writes at a close or a sync.
+    """
+    data = bytes(data)
+    delete_key = data.rfind(_checkpoint.PREFIX)
+    put_key = data.rfind(_checkpoint.PREFIX, 0, max(delete_key, 0))
+    if put_key < 8:
+        return None
+    found = _checkpoint.parse(data[put_key - 8 :])
+    return put_key - 8 if found is not None and put_key - 8 + found[1] == len(data) else None

@@ -396,7 +396,7 @@ def test_verify_finds_a_batch_whose_record_is_damaged(dbpath, capsys):
     data = bytearray((dbpath / "data").read_bytes())
     # A byte of a's value, and the batch's own checksum made to match: the batch
     # is malformed (its records must match their checksums), not lost data.
-    at = len(log_start(data, HEADER_2_0))  # the batch, after the log id
+    at = len(log_start(data, HEADER_2_0))  # the batch, after the first checkpoint
     data[at + 12 + 8 + 1 + 50] ^= 1
     data[at + 8 : at + 12] = struct.pack("!I", zlib.crc32(bytes(data[at + 12 :])))
     (dbpath / "data").write_bytes(bytes(data))

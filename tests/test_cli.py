@@ -13,11 +13,11 @@ import sys
 import pytest
 
 import semidbm
-from semidbm import _log_id
+from semidbm import _checkpoint
 from semidbm._progress import quantity
 from semidbm.format import HEADER_SIZE
 
-from .log_support import ID_RECORDS
+from .log_support import CHECKPOINT_RECORDS
 from .test_format import put_record
 from .test_migrate import (
     INTO_THE_DATABASE,
@@ -148,17 +148,17 @@ def test_stats(tool, filled):
         "format_version": "1.1",
         "file_size": size,
         "keys": 2,
-        "records": ID_RECORDS + 5,
+        "records": CHECKPOINT_RECORDS + 5,
         "live_bytes": live,
         "dead_bytes": size - HEADER_SIZE - live,
-        "compaction_frees": size - _log_id.START_SIZE - live,
+        "compaction_frees": size - _checkpoint.START_SIZE - live,
         "torn_tail": 0,
         "writer_active": False,
     }
     text = run(tool, "stats", filled).stdout.decode()
     assert re.search(r"^keys\s+2$", text, re.MULTILINE)
     assert re.search(
-        r"^compaction frees\s+%d bytes \(\d+\.\d%%\)$" % (size - _log_id.START_SIZE - live),
+        r"^compaction frees\s+%d bytes \(\d+\.\d%%\)$" % (size - _checkpoint.START_SIZE - live),
         text,
         re.MULTILINE,
     )
@@ -168,7 +168,7 @@ def test_stats(tool, filled):
 def test_verify_a_sound_database(tool, filled):
     result = run(tool, "verify", filled)
     assert result.returncode == 0
-    records = ID_RECORDS + 3
+    records = CHECKPOINT_RECORDS + 3
     assert result.stdout.startswith(b"ok: every checksum matches (%d records, 3 keys" % records)
 
 

@@ -10,7 +10,7 @@ subprocess with the interpreter ``SEMIDBM_V051_PYTHON`` names
 (``fixtures/read_with_v051.py``), and their data files hold the bytes
 0.5.1 writes for the same operations wherever FORMAT.md makes the two
 the same (0.5.1 compacts in its index's order, this semidbm in the
-order of the records' positions), after the log id this semidbm starts
+order of the records' positions), after the checkpoint this semidbm starts
 each log with: a put and a delete of one key, which 0.5.1 replays as
 such and which leave it nothing.
 
@@ -400,7 +400,7 @@ def test_v051_reads_v051_fixture_after_our_writes(dbopen, name, compact, tmp_pat
             del want[op[1]]
 
     data = (path / "data").read_bytes()
-    if compact:  # a new log, with a log id: 0.5.1 replays its put and delete
+    if compact:  # a new log, with a checkpoint: 0.5.1 replays its put and delete
         assert sorted(raw for _, _, raw in parse_records(records_after_start(data))) == sorted(
             put_record(key, value) for key, value in want.items()
         )

@@ -37,7 +37,7 @@ def data_bytes(dbpath):
 
 
 def written_records(dbpath):
-    """The data file's bytes after its log start (header and log id, checked)."""
+    """The data file's bytes after its log start (header and first checkpoint, checked)."""
     return records_after_start(data_bytes(dbpath))
 
 

@@ -49,6 +49,7 @@ from semidbm.format import EMPTY_RECORD_SIZE
 
 from . import index_support as fmt
 from .conftest import IMPLEMENTATIONS, compiled_only
+from .log_support import ending_checkpoint
 from .v051_support import apply_v051
 
 HERE = Path(__file__).resolve().parent
@@ -315,8 +316,8 @@ def test_the_format_helper_builds_indexes_it_finds_valid():
     records = b"".join([put_record(b"k%d" % i, b"v" * i) for i in range(50)]
                        + [delete_record(b"k3"), put_record(b"k4", b"new")])
     data = fmt.new_log() + records
-    assert fmt.log_id(data) == data[fmt.LOG_ID_IN_DATA : fmt.LOG_ID_IN_DATA + fmt.LOG_ID_SIZE]
-    with pytest.raises(ValueError, match="no log id"):
+    assert fmt.checkpoint_at(data, 8) == data[32:48] and fmt.last_checkpoint(data, len(data)) == 8
+    with pytest.raises(ValueError, match="holds no checkpoint"):
         fmt.build(fmt.DATA_HEADER + records)
     index = fmt.build(data)
     assert index.count == 49 and index.capacity == fmt.capacity_for(49) == 74
@@ -325,8 +326,9 @@ def test_the_format_helper_builds_indexes_it_finds_valid():
     assert fmt.problems(encoded, data) == []
     assert fmt.problems(encoded, data + put_record(b"tail", b"t")) == []
     assert "samples" in fmt.problems(encoded, data[:-1] + b"X")
-    assert "the log id is not the data file's" in fmt.problems(encoded, fmt.new_log() + records)
-    assert "the data file has no log id" in fmt.problems(encoded, fmt.DATA_HEADER + records)
+    other = "the data file holds no checkpoint of that nonce there"
+    assert other in fmt.problems(encoded, fmt.new_log() + records)
+    assert other in fmt.problems(encoded, fmt.DATA_HEADER + records + bytes(88))
     damaged = bytearray(encoded)
     damaged[fmt.HEADER_SIZE + 5] ^= 1
     assert "CRC of block 0" in fmt.problems(bytes(damaged), data)
@@ -470,12 +472,13 @@ def test_sync_writes_an_index_once_the_uncovered_log_reaches_the_bound(copied, l
         assert len(data_of(copied)) - large.size == bound - 13
         assert index_of(copied) == large.index_data, "an index written below the bound"
         database[b"z"] = model[b"z"] = b""  # 13 bytes: the uncovered log is now the bound
-        database.sync()
-        assert len(data_of(copied)) - large.size == bound
-        assert_valid_index(copied, covered=large.size + bound)
+        database.sync()  # a checkpoint first, for the index to name
+        covered = len(data_of(copied))
+        assert ending_checkpoint(data_of(copied)) == large.size + bound
+        assert_valid_index(copied, covered=covered)
         check_contents(database, model)
     with open_db(compiled, copied) as database:
-        assert database.index_covered == large.size + bound
+        assert database.index_covered == covered
         check_contents(database, model)
 
 
@@ -689,14 +692,16 @@ def test_v051_compacts(copied, large, tmp_path, then):
     assert (size > large.size) == (then == "grow past covered")
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     assert_fallback(copied, model, keys[:50], pure_too=True)
-    # 0.5.1's log has no log id: a writer removes the index it refused and
-    # writes none, since no index could prove it describes that log.
+    # A writer removes the index it refused, and writes a new one (the whole log is
+    # uncovered), naming the checkpoint it appends first.
     with open_db(compiled_kernel(), copied, "w") as database:
         assert database.index_covered == 0
         assert not index_path(copied).exists()
         check_contents(database, model)
-    assert not index_path(copied).exists()
-    assert read_back(compiled_kernel(), copied, model) == 0
+    grown = len(data_of(copied))
+    assert ending_checkpoint(data_of(copied)) == size
+    assert_valid_index(copied, covered=grown)
+    assert read_back(compiled_kernel(), copied, model) == grown
 
 
 @compiled_only
@@ -712,8 +717,8 @@ def test_v051_recreates_the_database(copied, large, tmp_path, values):
     data = data_of(copied)
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     if values == "same bytes":
-        # The same records, without the log id 0.5.1 does not write: the index is refused.
-        assert data == fmt.DATA_HEADER + large.data[fmt.LOG_START :]
+        # The same records, without the checkpoints 0.5.1 does not write: the index is refused.
+        assert data == fmt.DATA_HEADER + large.data[fmt.LOG_START : ending_checkpoint(large.data)]
         covered = check_on_every_kernel(copied, model, large.absent)
         assert covered["cython"] == 0
     else:
@@ -931,8 +936,10 @@ HEADER_LIES = {
     # field: how to change it (the header's CRC is computed again).
     "magic": lambda index, data: setattr(index, "magic", b"SEMIINDY"),
     "version 1": lambda index, data: setattr(index, "version", 1),
-    "another log id": lambda index, data: setattr(
-        index, "log_id", bytes(byte ^ 1 for byte in index.log_id)),
+    "another checkpoint nonce": lambda index, data: setattr(
+        index, "checkpoint", (index.checkpoint[0], bytes(b ^ 1 for b in index.checkpoint[1]))),
+    "the checkpoint elsewhere": lambda index, data: setattr(
+        index, "checkpoint", (8, index.checkpoint[1])),
     "header size": lambda index, data: setattr(index, "header_size", 4097),
     "slot size": lambda index, data: setattr(index, "slot_size", 16),
     "slots per block": lambda index, data: setattr(index, "block_slots", 512),
@@ -1571,7 +1578,8 @@ def test_a_leftover_index_new_is_ignored_by_readers_and_removed_by_writers(
         assert not temp.exists(), "the writer removes the leftover"
         check_contents(database, large.model)
     assert not temp.exists()
-    assert_valid_index(copied, covered=large.size)
+    assert ending_checkpoint(data_of(copied)) == large.size
+    assert_valid_index(copied, covered=len(data_of(copied)))
 
 
 @compiled_only
@@ -1604,4 +1612,5 @@ def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, 
         with open_db(compiled_kernel(), copied, "w") as database:
             assert not index_path(copied).exists()
             check_contents(database, large.model, large.absent)
-    assert data_of(copied) == large.data
+    data = data_of(copied)  # and the checkpoint its close wrote for a new index
+    assert data[: large.size] == large.data and ending_checkpoint(data) == large.size

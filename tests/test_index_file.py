@@ -20,8 +20,10 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _files, _index, _kernel, _log_id, _settings, db
+from semidbm import _checkpoint, _files, _index, _kernel, _settings, db
 from semidbm.format import DATA_NAME, HEADER_SIZE, INDEX_NAME, INDEX_TEMP_NAME
+
+from .log_support import first_checkpoint
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file types and permissions")
 
@@ -62,19 +64,24 @@ def opened(path):
         directory.close()
 
 
-def make_header(path, covered=None, count=0, capacity=_index.MIN_CAPACITY, seed=SEED):
-    """The header of an index of the database ``path`` (covering all its log unless given)."""
+def make_header(path, covered=None, count=0, capacity=_index.MIN_CAPACITY, seed=SEED,
+                checkpoint=HEADER_SIZE):
+    """The header of an index of the database ``path`` (covering all its log unless given).
+
+    It names the checkpoint at offset ``checkpoint``: by default the log's first.
+    """
     with opened(path) as (_, fd, size):
-        return _index.encode_header(seed, size if covered is None else covered, count, capacity, fd)
+        covered = size if covered is None else covered
+        return _index.encode_header(seed, covered, count, capacity, fd, checkpoint)
 
 
 def write_header_index(path):
-    """Put an index of the log's start alone (header and log id) into the database ``path``.
+    """Put an index of the log's start alone (header and checkpoint) into the database ``path``.
 
     Its empty table is the truth, so a kernel that opens the database
     trusting it still finds every key (in the log past its start).
     """
-    write_index(path, make_header(path, covered=_log_id.START_SIZE))
+    write_index(path, make_header(path, covered=_checkpoint.START_SIZE))
 
 
 def write_index(path, header=None, capacity=_index.MIN_CAPACITY):
@@ -211,9 +218,10 @@ def test_header_round_trip(tmp_path):
     assert header[:8] == _index.MAGIC
     fields = struct.unpack_from("<IIQQQQIIII", header, 8)
     assert fields == (2, 4096, SEED, size - 100, 1234, capacity, 12, 1024, 32, 0)
-    log_id = _log_id.read((path / DATA_NAME).read_bytes())
-    assert log_id is not None and header[576:592] == log_id, "after the samples, the log id"
-    assert header[592:4092] == bytes(4092 - 592)
+    nonce = first_checkpoint((path / DATA_NAME).read_bytes())
+    assert nonce is not None
+    assert header[576:600] == struct.pack("<Q", HEADER_SIZE) + nonce, "after the samples"
+    assert header[600:4092] == bytes(4092 - 600)
     assert struct.unpack_from("<I", header, 4092)[0] == zlib.crc32(header[:4092])
     data = (path / DATA_NAME).read_bytes()
     for number, (offset, length) in enumerate(_index.sample_ranges(size - 100)):
@@ -289,9 +297,10 @@ def test_index_one_byte_long(indexed):
     assert try_load(indexed) is None
 
 
-#: Bytes of the header to change: the start and end of each field, samples, log id, padding, CRC.
-HEADER_OFFSETS = [0, 7, 8, 12, 16, 24, 31, 32, 40, 48, 52, 56, 60, 64, 300, 575, 576, 591, 592,
-                  2000]
+#: Bytes of the header to change: the start and end of each field, samples, the checkpoint's
+#: offset and nonce, padding, CRC.
+HEADER_OFFSETS = [0, 7, 8, 12, 16, 24, 31, 32, 40, 48, 52, 56, 60, 64, 300, 575, 576, 583, 584,
+                  599, 600, 2000]
 
 
 @pytest.mark.parametrize("offset", HEADER_OFFSETS + [4091, 4092, 4095])
@@ -303,7 +312,7 @@ def test_index_with_a_byte_of_its_header_changed(indexed, offset):
 @pytest.mark.parametrize(
     "offset, fmt, value",
     [
-        (8, "I", 1),  # version 1, whose header names no log id
+        (8, "I", 1),  # version 1, whose header names no checkpoint
         (12, "I", 8192),  # header size
         (48, "I", 16),  # slot size
         (52, "I", 512),  # slots per block
@@ -341,9 +350,9 @@ def test_index_covering_more_than_the_data_file(indexed):
     assert try_load(indexed) is None
 
 
-@pytest.mark.parametrize("covered", [0, 1, 7, HEADER_SIZE, 52, _log_id.START_SIZE - 1])
+@pytest.mark.parametrize("covered", [0, 1, 7, HEADER_SIZE, 52, _checkpoint.START_SIZE - 1])
 def test_index_covering_less_than_the_log_start(indexed, covered):
-    """Less than the header and the log id (52: between the id's put and its delete)."""
+    """Less than the header and the first checkpoint (52: inside its put)."""
     assert make_header(indexed, covered=covered) is None, "no index is written for it"
     write_index(indexed, with_covered(make_header(indexed), covered, indexed))
     assert try_load(indexed) is None
@@ -430,7 +439,7 @@ def install(path, capacity=_index.MIN_CAPACITY, write_body=None):
     """``_index.install`` of an empty table into the database ``path``; what it returned."""
     body = empty_body(capacity)
     with opened(path) as (directory, fd, size):
-        header = _index.encode_header(SEED, size, 0, capacity, fd)
+        header = _index.encode_header(SEED, size, 0, capacity, fd, HEADER_SIZE)
         return _index.install(
             directory, fd, header, write_body or (lambda out: _files.write_all(out, body))
         )

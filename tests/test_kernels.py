@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _kernel, _log_id, db
+from semidbm import _checkpoint, _kernel, db
 from semidbm.format import HEADER, INDEX_NAME
 
 from .conftest import IMPLEMENTATIONS, compiled_only
@@ -85,8 +85,9 @@ def replay(kernel, path, steps, buffer_size):
             with open(data_path, "rb") as handle:
                 on_disk = handle.read()
             database.close()
-            # A crash loses only what follows the log id: a new log is renamed into place whole.
-            cut = _log_id.START_SIZE + step[1] % (len(on_disk) - _log_id.START_SIZE + 1)
+            # A crash loses only what follows the first checkpoint: a new log is renamed
+            # into place whole.
+            cut = _checkpoint.START_SIZE + step[1] % (len(on_disk) - _checkpoint.START_SIZE + 1)
             with open(data_path, "wb") as handle:
                 handle.write(on_disk[:cut])
             with warnings.catch_warnings():

@@ -18,7 +18,7 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import _checks, _log_id
+from semidbm import _checkpoint, _checks
 from semidbm._records import seal
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DISK_PAGE, DISK_SECTOR, HEADER
@@ -132,10 +132,10 @@ def test_a_compaction_that_ends_in_the_empty_record_seals_it(dbopen, dbpath):
 def seals_written(kernel, path, held, pad):
     """The records of the data file after an empty put, and after a compaction that seals it again.
 
-    The empty record ends at offset ``_log_id.START_SIZE + 27 + pad``, or 14 bytes
+    The empty record ends at offset ``_checkpoint.START_SIZE + 27 + pad``, or 14 bytes
     later with ``held``: the shortest seal key, ``b"\\0"``, live, so the seal's key is
     longer. The compaction copies the same records to the same places, the empty record
-    last. Each file's log start (its log id differs) is checked and left out.
+    last. Each file's log start (its checkpoint differs) is checked and left out.
     """
     with semidbm.db.open_with(kernel, path, "c", buffer_size=0) as database:
         if held:
@@ -152,7 +152,7 @@ def test_both_kernels_write_the_same_seals(tmp_path):
     # The empty record ends at each of the 30 offsets before a sector boundary, and at the
     # boundary, as written and as compacted, with the shortest seal key held or not.
     # The pure kernel's seal is ``_records.seal``, whose rule the test below checks.
-    first_pad = DISK_SECTOR - 30 - _log_id.START_SIZE - 27 - 14
+    first_pad = DISK_SECTOR - 30 - _checkpoint.START_SIZE - 27 - 14
     for held in (False, True):
         for pad in range(first_pad, first_pad + 45):
             found = [

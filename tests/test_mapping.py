@@ -8,7 +8,7 @@ import os
 import pytest
 
 import semidbm
-from semidbm import _log_id
+from semidbm import _checkpoint
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_bad_value_type_is_type_error_naming_it(db, dbpath, bad):
         db[b"k"] = bad
     assert b"k" not in db
     db.sync()
-    assert os.path.getsize(dbpath / "data") == _log_id.START_SIZE
+    assert os.path.getsize(dbpath / "data") == _checkpoint.START_SIZE
 
 
 def test_empty_key_and_empty_value(db, dbopen, dbpath):
@@ -314,7 +314,7 @@ def test_key_or_value_of_2_gib_is_refused(db, dbpath, two_gib_view):
         db[two_gib_view] = b"v"
     assert len(db) == 0
     db.sync()
-    assert os.path.getsize(dbpath / "data") == _log_id.START_SIZE
+    assert os.path.getsize(dbpath / "data") == _checkpoint.START_SIZE
 
 
 def test_large_value_round_trip(db, dbopen, dbpath):
@@ -336,4 +336,4 @@ def test_bytes_value_of_2_gib_is_refused(db, dbpath):
     del huge
     assert len(db) == 0
     db.sync()
-    assert os.path.getsize(dbpath / "data") == _log_id.START_SIZE
+    assert os.path.getsize(dbpath / "data") == _checkpoint.START_SIZE

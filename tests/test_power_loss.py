@@ -26,7 +26,7 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import _files, _log_id, _pure, db
+from semidbm import _checkpoint, _files, _pure, db
 
 from .conftest import kernel_name
 from .harness import powerfs, powerloss, powermodel
@@ -304,7 +304,7 @@ def test_zero_tail_is_recorded_as_the_disk_would_leave_it(kernel, tmp_path):
     tree, synced = _zero_tail_tree(kernel, tmp_path / "rec", synced_empty_key=False)
     assert synced == {b"a": b"synced"}
     data = tree[powerloss.DB_NAME]["data"]
-    assert len(data) == _log_id.START_SIZE + 8 + 1 + 6 + 4 + 4096 and data.endswith(bytes(4096))
+    assert len(data) == _checkpoint.START_SIZE + 8 + 1 + 6 + 4 + 4096 and data.endswith(bytes(4096))
 
 
 @needs_fuse

@@ -230,14 +230,15 @@ def test_check_reports_a_trusted_index_with_a_slot_at_an_older_put(tmp_path):
 
 
 def test_check_reports_an_index_of_another_data_file_of_the_same_length(tmp_path):
-    """An index of the same keys laid out otherwise: another log id, so it is not trusted."""
+    """An index of the same keys laid out otherwise: another checkpoint, so it is not trusted."""
     data = _data_file(tmp_path / "db", [(b"k1", b"x" * 10), (b"k2", b"y" * 20)])
     other = _data_file(tmp_path / "other", [(b"k2", b"y" * 20), (b"k1", b"x" * 10)])
     assert len(other) == len(data) and other != data
     problems, counted = _check(_tree(data, index_support.build(other).encode()))
     assert counted == ["index not trusted"]
     assert len(problems) == 1, problems
-    assert problems[0].startswith(INVALID + ": the log id is not the data file's; samples")
+    assert problems[0].startswith(
+        INVALID + ": the data file holds no checkpoint of that nonce there; samples")
 
 
 def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):

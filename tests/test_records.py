@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _kernel, _log_id, _messages, _records
+from semidbm import _checkpoint, _checks, _kernel, _messages, _records
 from semidbm._checks import DataFile
 from semidbm._records import LogSummary, checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
 
 from .conftest import compiled_only
-from .log_support import ID_RECORDS
+from .log_support import CHECKPOINT_RECORDS
 from .test_format import data_bytes, delete_record, put_record, write_data
 
 H = len(HEADER)
@@ -187,7 +187,7 @@ def test_the_walk_reads_what_the_database_wrote(kernel, dbopen, dbpath):
         db[b"other"] = b"x"
     summary, size = summarize(kernel, dbpath, check=True)
     assert (summary.records, summary.keys, summary.end, summary.bad_checksums) == (
-        ID_RECORDS + 3, 1, size, []
+        CHECKPOINT_RECORDS + 3, 1, size, []
     )
 
 
@@ -306,8 +306,8 @@ def test_examine_counts_live_and_dead_bytes(dbopen, dbpath):
     assert found.file_size == H + len(a1 + b + a2 + gone)
     assert found.version == (1, 1)
     assert not found.damaged
-    # The log has no log id: the compaction writes one, and frees the rest.
-    assert found.reclaimable == found.file_size - _log_id.START_SIZE - len(a2) > 0
+    # The log has no checkpoint: the compaction writes one, and frees the rest.
+    assert found.reclaimable == found.file_size - _checkpoint.START_SIZE - len(a2) > 0
     with dbopen(dbpath, "w") as db:
         db.compact()
     assert os.path.getsize(dbpath / "data") == found.file_size - found.reclaimable
@@ -325,10 +325,10 @@ def test_after_compaction_nothing_is_reclaimable(dbopen, dbpath):
         db.compact()
         after = _checks.examine(dbpath)
     assert after.reclaimable == 0
-    assert after.dead_bytes == _log_id.START_SIZE - H, "only the new log id's pair is dead"
+    assert after.dead_bytes == _checkpoint.START_SIZE - H, "only the first checkpoint is dead"
     assert after.keys == before.keys == 200
     assert after.live_bytes == before.live_bytes
-    assert after.file_size == _log_id.START_SIZE + after.live_bytes
+    assert after.file_size == _checkpoint.START_SIZE + after.live_bytes
     assert after.file_size == before.file_size - before.reclaimable
 
 
@@ -383,7 +383,7 @@ def test_torn_tail_is_damage_unless_a_writer_is_at_work(dbopen, dbpath):
     with open(dbpath / "data", "ab") as data:
         data.write(put_record(b"b", b"2")[:-2])
     found = _checks.examine(dbpath)
-    assert (found.tail_offset, found.tail) == (_log_id.START_SIZE + 14, 12)
+    assert (found.tail_offset, found.tail) == (_checkpoint.START_SIZE + 14, 12)
     assert found.damaged and not found.writer_active and not found.tail_needs_recover
     with pytest.warns(semidbm.TornTailWarning):
         writer = dbopen(dbpath, "w")  # cuts the tail; now append a partial record as a write would

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import semidbm
-from semidbm import _kernel, _log_id, db
+from semidbm import _checkpoint, _kernel, db
 from semidbm._records import seal
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 
@@ -53,8 +53,8 @@ class DatabaseMachine(RuleBasedStateMachine):
         self.generation = 0
         self.model = {}
         self.synced = {}
-        self.synced_size = _log_id.START_SIZE  # a new log: its header and log id
-        self.end = _log_id.START_SIZE
+        self.synced_size = _checkpoint.START_SIZE  # a new log: its header and first checkpoint
+        self.end = _checkpoint.START_SIZE
         self.unsynced = []
         self.db = None
 
@@ -121,7 +121,7 @@ class DatabaseMachine(RuleBasedStateMachine):
     @rule()
     def compact(self):
         self.db.compact()
-        live = _log_id.START_SIZE + sum(record_size(k, v) for k, v in self.model.items())
+        live = _checkpoint.START_SIZE + sum(record_size(k, v) for k, v in self.model.items())
         with open(os.path.join(self.path(), "data"), "rb") as handle:
             data = handle.read()
         if len(data) != live:  # the empty record came last: it is sealed

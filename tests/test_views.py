@@ -19,7 +19,7 @@ import weakref
 import pytest
 
 import semidbm
-from semidbm import _compaction, _log_id
+from semidbm import _checkpoint, _compaction
 from semidbm.format import COMPACT_NAME
 
 from .conftest import kernel_name
@@ -278,9 +278,9 @@ def test_with_verify_checksums_a_damaged_value_is_refused_when_viewed(dbopen, db
     with dbopen(dbpath, "c") as db:
         db[b"k"] = large(4)
         db[b"sound"] = large(8)
-    # The first record after the log id: lengths (8), key (1), then the value.
+    # The first record after the first checkpoint: lengths (8), key (1), then the value.
     with open(dbpath / "data", "r+b") as data:
-        data.seek(_log_id.START_SIZE + 8 + 1 + 1000)
+        data.seek(_checkpoint.START_SIZE + 8 + 1 + 1000)
         data.write(b"\x05")
     with dbopen(dbpath, "r", verify_checksums=True) as db:
         with pytest.raises(semidbm.DBMChecksumError, match="checksum mismatch"):

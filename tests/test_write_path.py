@@ -25,7 +25,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _log_id
+from semidbm import _checkpoint
 from semidbm._settings import PROGRESS_STEP
 from semidbm.format import HEADER
 
@@ -92,7 +92,7 @@ def test_each_sync_fsyncs_the_data_file_holding_the_new_record(fsyncs, dbopen, d
     The size the fsync saw shows the record was in the file by then.
     """
     db = dbopen(dbpath, "c", buffer_size=buffer_size)
-    expected = _log_id.START_SIZE
+    expected = _checkpoint.START_SIZE
     for i in range(3):
         key, value = b"key-%d" % i, b"value-%d" % i
         db[key] = value
@@ -110,12 +110,12 @@ def test_closing_a_writer_fsyncs_the_data_file_after_flushing(fsyncs, dbopen, db
     """A writer's close() writes out its buffer and then fsyncs the data file."""
     db = dbopen(dbpath, "c")
     db[b"key"] = b"value"
-    assert data_size(dbpath) == _log_id.START_SIZE, "the record waits in the buffer"
+    assert data_size(dbpath) == _checkpoint.START_SIZE, "the record waits in the buffer"
     del fsyncs[:]
     db.close()
     sizes = data_fsync_sizes(fsyncs, dbpath)
     assert sizes, "close() did not fsync the data file"
-    assert sizes[-1] == _log_id.START_SIZE + len(put(b"key", b"value"))
+    assert sizes[-1] == _checkpoint.START_SIZE + len(put(b"key", b"value"))
 
 
 # --- 2. records at the edges of the append buffer ---
@@ -153,7 +153,7 @@ def test_record_exactly_the_buffer_size_stays_buffered(dbopen, dbpath):
     db = dbopen(dbpath, "c", buffer_size=BUFFER)
     value = value_for(b"exact", BUFFER)
     db[b"exact"] = value
-    assert data_size(dbpath) == _log_id.START_SIZE, "the record went to the file"
+    assert data_size(dbpath) == _checkpoint.START_SIZE, "the record went to the file"
     check_values(db, {b"exact": value})
     finish(dbopen, dbpath, db, {b"exact": value}, [put(b"exact", value)])
 
@@ -168,7 +168,7 @@ def test_record_of_buffer_size_after_others_flushes_them_and_stays_buffered(dbop
     db[b"small"] = b"s"
     value = value_for(b"exact", BUFFER)
     db[b"exact"] = value
-    assert data_size(dbpath) == _log_id.START_SIZE + len(put(b"small", b"s")), (
+    assert data_size(dbpath) == _checkpoint.START_SIZE + len(put(b"small", b"s")), (
         "the buffered record is written out, the one of buffer_size stays in the buffer"
     )
     expected = {b"small": b"s", b"exact": value}
@@ -181,7 +181,7 @@ def test_record_one_byte_over_the_buffer_size_goes_straight_to_the_file(dbopen, 
     db = dbopen(dbpath, "c", buffer_size=BUFFER)
     first = value_for(b"over-1", BUFFER + 1)
     db[b"over-1"] = first
-    assert data_size(dbpath) == _log_id.START_SIZE + BUFFER + 1
+    assert data_size(dbpath) == _checkpoint.START_SIZE + BUFFER + 1
     db[b"small"] = b"s"
     second = value_for(b"over-2", BUFFER + 1)
     db[b"over-2"] = second
@@ -199,13 +199,13 @@ def test_record_that_exactly_fills_the_rest_of_the_buffer_stays_buffered(dbopen,
     room = BUFFER - len(put(b"small", b"s"))
     value = value_for(b"rest", room)
     db[b"rest"] = value
-    assert data_size(dbpath) == _log_id.START_SIZE, (
+    assert data_size(dbpath) == _checkpoint.START_SIZE, (
         "a buffer filled exactly is not written out yet"
     )
     expected = {b"small": b"s", b"rest": value}
     check_values(db, expected)
     db[b"next"] = b"n"
-    assert data_size(dbpath) == _log_id.START_SIZE + BUFFER, (
+    assert data_size(dbpath) == _checkpoint.START_SIZE + BUFFER, (
         "the full buffer goes before the next record"
     )
     expected[b"next"] = b"n"
@@ -235,14 +235,14 @@ def test_progress_is_reported_for_records_ending_exactly_a_step_on(dbopen, dbpat
     """Live records ending exactly at PROGRESS_STEP and 2 * PROGRESS_STEP are reported.
 
     The log's start counts: the first record runs from the end of the
-    log id (``_log_id.START_SIZE``) to exactly PROGRESS_STEP. The second
+    first checkpoint (``_checkpoint.START_SIZE``) to exactly PROGRESS_STEP. The second
     ends exactly one step after the first report; the third ends one
     byte short of the next step, so only the final ``(total, total)``
     follows.
     """
     db = dbopen(dbpath, "c", buffer_size=0)
     expected = {
-        b"a": write_ending_at(db, b"a", _log_id.START_SIZE, PROGRESS_STEP),
+        b"a": write_ending_at(db, b"a", _checkpoint.START_SIZE, PROGRESS_STEP),
         b"b": write_ending_at(db, b"b", PROGRESS_STEP, 2 * PROGRESS_STEP),
         b"c": write_ending_at(db, b"c", 2 * PROGRESS_STEP, 3 * PROGRESS_STEP - 1),
     }
@@ -260,7 +260,7 @@ def test_progress_is_reported_for_records_ending_exactly_a_step_on(dbopen, dbpat
 def test_progress_is_not_reported_for_a_record_ending_a_byte_short(dbopen, dbpath):
     """A live record ending at PROGRESS_STEP - 1 is not reported; the next record, past it, is."""
     db = dbopen(dbpath, "c", buffer_size=0)
-    expected = {b"a": write_ending_at(db, b"a", _log_id.START_SIZE, PROGRESS_STEP - 1)}
+    expected = {b"a": write_ending_at(db, b"a", _checkpoint.START_SIZE, PROGRESS_STEP - 1)}
     db[b"b"] = b"2"
     db[b"c"] = b"3"
     expected.update({b"b": b"2", b"c": b"3"})
@@ -275,7 +275,7 @@ def test_progress_is_not_reported_for_a_record_ending_a_byte_short(dbopen, dbpat
 def test_a_dead_record_ending_at_the_step_is_not_reported(dbopen, dbpath):
     """Only live records are reported: an overwritten one ending exactly at the step is not."""
     db = dbopen(dbpath, "c", buffer_size=0)
-    write_ending_at(db, b"a", _log_id.START_SIZE, PROGRESS_STEP)
+    write_ending_at(db, b"a", _checkpoint.START_SIZE, PROGRESS_STEP)
     db[b"b"] = b"2"
     db[b"a"] = b"1"
     after_b = PROGRESS_STEP + len(put(b"b", b"2"))

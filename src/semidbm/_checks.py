@@ -9,7 +9,7 @@ holds each key's current value.
 import mmap
 import os
 
-from . import _files, _lock, _log_id, _tail, db
+from . import _checkpoint, _files, _lock, _tail, db
 from ._settings import DEFAULT_BUFFER_SIZE
 from .errors import DBMLoadError
 from .format import BATCH_FORMAT, HEADER_SIZE, LENGTHS_SIZE, check_header, torn_tail_limit
@@ -58,9 +58,9 @@ class Examination:
 
     Counts: ``keys``, ``records``, ``live_bytes`` (the records that hold
     the current value of a key), ``dead_bytes`` (every other record:
-    replaced values, deletes, a log id's pair), ``file_size``,
+    replaced values, deletes, checkpoints), ``file_size``,
     ``reclaimable`` (what a compaction would free: everything but the
-    live records and the new log's start, its header and log id),
+    live records and the new log's start, its header and first checkpoint),
     ``version`` (major, minor).
 
     Damage: ``bad_checksums`` (offsets of records whose CRC-32 does not
@@ -150,5 +150,5 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
     found.bad_checksums = summary.bad_checksums
     found.live_bytes = summary.live_bytes
     found.dead_bytes = summary.end - HEADER_SIZE - summary.live_bytes
-    found.reclaimable = max(0, found.file_size - _log_id.START_SIZE - summary.live_bytes)
+    found.reclaimable = max(0, found.file_size - _checkpoint.START_SIZE - summary.live_bytes)
     return found

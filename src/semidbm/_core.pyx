@@ -72,7 +72,7 @@ from posix.types cimport pid_t
 
 import sys
 
-from . import _compaction, _fields, _files, _index, _log_id, _messages, _tail
+from . import _checkpoint, _compaction, _fields, _files, _index, _messages, _tail
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
     COMPACT_CHUNK as _COMPACT_CHUNK,
@@ -746,16 +746,21 @@ cdef class Store:
         """Write the buffer and fsync the data file: ``sync()``, and a writer's ``close()``.
 
         If the log past the last index file is long enough for a new one
-        (``_settings.index_due`` with ``share``), the new index file is
-        written and flushed while the data file's fsync runs in another
-        thread, and renamed into place only once that has succeeded. The
-        caller has checked that the store is writable.
+        (``_settings.index_due`` with ``share``), a checkpoint is appended
+        first, for the index to name (docs/FORMAT.md, "Checkpoints"); the
+        new index file is written and flushed while the data file's fsync
+        runs in another thread, and renamed into place only once that has
+        succeeded. The caller has checked that the store is writable.
         """
+        cdef uint64_t checkpoint = 0
+        if index_due(self.index_written, self.log.disk_end + self.buffer_used, share):
+            checkpoint = self.append_encoded(
+                _checkpoint.new(self.log.disk_end + self.buffer_used))
         self.flush()
-        if index_due(self.index_written, self.log.disk_end, share):
+        if checkpoint:
             flushing = _files.BackgroundFsync(self.fd)
             try:
-                keys_write(self, lambda: flushing.wait() is None)
+                keys_write(self, checkpoint, lambda: flushing.wait() is None)
             finally:
                 failure = flushing.wait()
         else:
@@ -785,7 +790,7 @@ cdef class Store:
             self.busy = True
             try:
                 _compaction.write_compacted(self.directory, self.fd, write_records,
-                                            _log_id.new_log(major))
+                                            _checkpoint.new_log(major))
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
@@ -794,7 +799,7 @@ cdef class Store:
                 try:
                     self.fd = self.directory.open_data(True)
                     self.load(self.buffer_size, False, None)
-                    keys_write(self)
+                    keys_write(self, HEADER_SIZE)  # the new log's first checkpoint
                 except BaseException:
                     self.release()
                     raise
@@ -823,7 +828,7 @@ cdef class Store:
         cdef int32_t key_size, value_size
         cdef const char* record
         cdef bint ends_empty = False  # the last record copied is an empty one
-        cdef uint64_t written = _log_id.START_SIZE  # the new file's size
+        cdef uint64_t written = _checkpoint.START_SIZE  # the new file's size
         if chunk == NULL:
             raise MemoryError("cannot allocate the compaction buffer")
         try:

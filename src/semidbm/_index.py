@@ -23,8 +23,9 @@ import sys
 import zlib
 from typing import NamedTuple
 
-from . import _files, _log_id
+from . import _checkpoint, _files
 from .format import DATA_NAME, INDEX_NAME, INDEX_TEMP_NAME
+from .format import HEADER_SIZE as DATA_HEADER_SIZE
 
 #: Size of the header; the slots start there.
 HEADER_SIZE = 4096
@@ -35,7 +36,7 @@ BLOCK_SLOTS = 1024
 #: Ranges of the data file whose CRC-32 the header holds.
 SAMPLES = 32
 MAGIC = b"SEMIINDX"
-#: 2 since the header names the log it was written for (its log id); 1 did not.
+#: 2 since the header names a checkpoint of the log it was written for; 1 did not.
 VERSION = 2
 #: Fewest slots an index has.
 MIN_CAPACITY = 16
@@ -51,9 +52,8 @@ _SAMPLE = struct.Struct("<QII")
 #: Where the samples lie in the header.
 _SAMPLES_START = _FIELDS.size
 _SAMPLES_END = _SAMPLES_START + SAMPLES * _SAMPLE.size
-#: Where the log id of the data file the index was written for lies: after the samples.
-_LOG_ID_START = _SAMPLES_END
-_LOG_ID_END = _LOG_ID_START + _log_id.SIZE
+#: After the samples: the offset and the nonce of the checkpoint the index names.
+_CHECKPOINT = struct.Struct("<Q%ds" % _checkpoint.NONCE_SIZE)
 #: A CRC-32, as the header and each block of slots end with.
 _CRC = struct.Struct("<I")
 #: Where the header's CRC-32 lies: it covers every byte before it.
@@ -133,29 +133,37 @@ def _sample_crc(data_fd, offset, length):
     return zlib.crc32(_files.read_exactly(data_fd, length, offset, DATA_NAME))
 
 
-def encode_header(seed, covered, count, capacity, data_fd):
+def encode_header(seed, covered, count, capacity, data_fd, checkpoint):
     """The header of an index of the data file ``data_fd`` (at least ``covered`` long), or None.
 
-    The log id and the samples are read from the data file now: the
-    index must describe it as it is. None for a log without an id (one
-    semidbm 0.5.1 created): no index is written for it, since none could
-    prove it describes that log.
+    ``checkpoint`` is the offset of the checkpoint the index names: one
+    the writer wrote after every byte below ``covered`` (docs/FORMAT.md,
+    "Checkpoints"). Its nonce and the samples are read from the data
+    file now: the index must describe it as it is. None if no checkpoint
+    lies there, within the covered log.
     """
-    log_id = _read_log_id(data_fd)
-    if log_id is None or covered < _log_id.START_SIZE:
+    nonce = _read_checkpoint(data_fd, checkpoint, covered)
+    if nonce is None:
         return None
     fields = _FIELDS.pack(MAGIC, VERSION, HEADER_SIZE, seed, covered, count, capacity, *_SIZES)
     samples = b"".join(
         _SAMPLE.pack(offset, length, _sample_crc(data_fd, offset, length))
         for offset, length in sample_ranges(covered)
     )
-    header = (fields + samples + log_id).ljust(_CRC_OFFSET, b"\0")
+    named = _CHECKPOINT.pack(checkpoint, nonce)
+    header = (fields + samples + named).ljust(_CRC_OFFSET, b"\0")
     return header + _CRC.pack(zlib.crc32(header))
 
 
-def _read_log_id(data_fd):
-    """The log id the data file open as ``data_fd`` begins with, or None (``_log_id.read``)."""
-    return _log_id.read(_files.read_up_to(data_fd, _log_id.START_SIZE, 0))
+def _read_checkpoint(data_fd, offset, covered):
+    """The nonce of the checkpoint at ``offset`` of the data file ``data_fd``, or None.
+
+    None too unless the checkpoint lies within the log's first ``covered`` bytes.
+    """
+    if offset < DATA_HEADER_SIZE or offset + _checkpoint.SIZE > covered:
+        return None
+    return _checkpoint.read(
+        _files.read_up_to(data_fd, min(_checkpoint.MAX_SIZE, covered - offset), offset))
 
 
 def load(directory, data_fd, data_size, writer=False):
@@ -167,18 +175,17 @@ def load(directory, data_fd, data_size, writer=False):
     index; the caller maps it and closes it. None when there is no index,
     when it fails a check, or when it cannot be read, whatever the file
     holds; and on a big-endian machine, which cannot map the
-    little-endian table. A ``writer`` then removes the file before it
-    appends anything (a DBMError if it cannot): an index refused for this
-    log must never be trusted later, when the log has grown past what it
-    claims to cover.
+    little-endian table. A ``writer`` then removes the file, if it can
+    (the index is a cache, and a refused one stays refused however the
+    log grows: docs/FORMAT.md, "Trusting an index"), so that no process
+    spends its checks on it again.
     """
     found = _open_trusted(directory, data_fd, data_size)
     if found is None and writer:
         try:
             remove(directory)
-        except OSError as exc:
-            raise _files.os_error(exc, "cannot remove an index file that does not describe "
-                                  "this data file") from None
+        except OSError:
+            pass
     return found
 
 
@@ -188,7 +195,7 @@ def remove_refused(directory, data_fd, data_size):
     The pure-Python kernel never reads the index, but the compiled one
     may open the log later; the compiled kernel calls this after cutting
     a torn tail, since its open checked the index against the log before
-    the cut. A DBMError if the removal fails.
+    the cut.
     """
     found = load(directory, data_fd, data_size, writer=True)
     if found is not None:
@@ -221,7 +228,7 @@ def _check(fd, data_fd, data_size):
         return None
     raw = _files.read_up_to(fd, HEADER_SIZE, 0)
     header = _check_header(raw, info, data_size)
-    if header is None or not _check_log_id(raw, data_fd):
+    if header is None or not _check_checkpoint(raw, header.covered, data_fd):
         return None
     if not _check_samples(raw, header.covered, data_fd):
         return None
@@ -245,18 +252,16 @@ def _check_header(raw, info, data_size):
         return None
     if info.st_size != file_size(capacity) or capacity < MIN_CAPACITY or count >= capacity:
         return None
-    if not _log_id.START_SIZE <= covered <= data_size:
+    if not _checkpoint.START_SIZE <= covered <= data_size:
         return None
     return Header(seed, covered, count, capacity, _identity(info))
 
 
-def _check_log_id(raw, data_fd):
-    """Check 2, first part: the data file begins with the log id the header names.
-
-    A log without an id never matches, whatever the header holds.
-    """
-    log_id = _read_log_id(data_fd)
-    return log_id is not None and log_id == raw[_LOG_ID_START:_LOG_ID_END]
+def _check_checkpoint(raw, covered, data_fd):
+    """Check 2, first part: the data file holds the checkpoint the header names, where it says."""
+    offset, nonce = _CHECKPOINT.unpack_from(raw, _SAMPLES_END)
+    found = _read_checkpoint(data_fd, offset, covered)
+    return found is not None and found == nonce
 
 
 def _check_samples(raw, covered, data_fd):

@@ -146,12 +146,15 @@ cdef int keys_verify(Store store) except -1:
     return 0
 
 
-cdef int keys_write(Store store, object data_durable=None) except -1:
+cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) except -1:
     """Write an index file for the whole log, which the caller has flushed.
 
-    The data file is fsynced already, or ``data_durable()`` waits for
-    that (see ``_index.install``). Failure to write it is not an error
-    (docs/FORMAT.md, "Writing an index"): the old file stays, or none.
+    The index names the checkpoint at offset ``checkpoint``, which the
+    caller wrote after every other byte of the log (docs/FORMAT.md,
+    "Checkpoints"). The data file is fsynced already, or
+    ``data_durable()`` waits for that (see ``_index.install``). Failure
+    to write it is not an error (docs/FORMAT.md, "Writing an index"):
+    the old file stays, or none.
     """
     cdef size_t capacity
     cdef Slot* slots
@@ -167,13 +170,13 @@ cdef int keys_write(Store store, object data_durable=None) except -1:
     try:
         if index_merge(&store.index, slots, capacity) == DAMAGED:
             keys_drop(store)  # then no base: the next try cannot meet it
-            return keys_write(store, data_durable)
+            return keys_write(store, checkpoint, data_durable)
         try:
             header = _index.encode_header(store.index.seed, store.log.disk_end, live,
-                                          capacity, store.fd)
+                                          capacity, store.fd, checkpoint)
         except OSError:
             return 0
-        if header is None:  # a log without an id: no index could prove it is this one's
+        if header is None:  # no checkpoint there: the caller's mistake, but only a cache's
             return 0
         body = TableBody()
         body.slots = slots

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import deque
 
-from . import _compaction, _fields, _files, _index, _log_id, _messages, _records, _tail
+from . import _checkpoint, _compaction, _fields, _files, _index, _messages, _records, _tail
 from ._records import (
     CHECKSUM,
     as_bytes,
@@ -562,7 +562,7 @@ class Store:
                     self._directory,
                     self._fd,
                     lambda out: self._write_live_records(out, progress),
-                    _log_id.new_log(major),
+                    _checkpoint.new_log(major),
                 )
                 self._busy = _messages.INTERRUPTED
                 os.close(self._fd)
@@ -587,7 +587,7 @@ class Store:
         total = self._disk_end
         index = {}
         chunk = bytearray()
-        written = _log_id.START_SIZE
+        written = _checkpoint.START_SIZE
         next_report = PROGRESS_STEP
         stop = HEADER_SIZE
         with map_file(self._fd, self.path) as data:

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Literal
 
-from . import _files, _index, _kernel, _lock, _log_id, _messages
+from . import _checkpoint, _files, _index, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
@@ -458,8 +458,8 @@ def _remove_new_database(path):
 
 
 def _create_data_file(directory, mode, major):
-    """Write an empty data file (the header of format ``major`` and a new log id) into
+    """Write an empty data file (the header of format ``major`` and a checkpoint) into
     ``directory``, atomically."""
-    directory.create_file(COMPACT_NAME, _log_id.new_log(major), mode)
+    directory.create_file(COMPACT_NAME, _checkpoint.new_log(major), mode)
     directory.replace(COMPACT_NAME, DATA_NAME)
     directory.fsync()
