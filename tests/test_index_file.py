@@ -365,6 +365,16 @@ def test_data_file_changed_in_a_sampled_range(indexed, sample):
     assert try_load(indexed) is None
 
 
+def test_data_file_changed_where_only_the_last_sample_reads(indexed):
+    """The byte before ``covered``: the other 31 samples do not read it (the mutation that
+    leaves the last sample unchecked trusts this index)."""
+    size = os.path.getsize(indexed / DATA_NAME)
+    ranges = _index.sample_ranges(size)
+    assert [start <= size - 1 < start + length for start, length in ranges].count(True) == 1
+    flip_byte(indexed / DATA_NAME, size - 1)
+    assert try_load(indexed) is None
+
+
 def test_data_file_of_another_database(indexed, tmp_path):
     other = write_database(tmp_path / "other.db", tag=b"other ")
     shutil.copy2(other / DATA_NAME, indexed / DATA_NAME)
