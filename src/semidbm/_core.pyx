@@ -726,13 +726,24 @@ cdef class Store:
     # --- sync, compaction and refresh ---
 
     def sync(self):
-        """``_interface.Store.sync``; the flush applies the pending index updates, too."""
+        """``_interface.Store.sync``; the flush applies the pending index updates, too.
+
+        The write-out releases the GIL and runs Python code (the fsync,
+        the index file): the store is busy meanwhile, as for ``close``,
+        so that another thread's item operation waits rather than change
+        the table or the log between the index file's count, its slots
+        and the end of the log it covers (the fsync's).
+        """
         with self.guard:
             if not self.writable and not self.owner:
                 self.check_open()
                 return
             self.check_writable("sync")
-            self.write_out(_INDEX_SYNC_SHARE)
+            self.busy = True
+            try:
+                self.write_out(_INDEX_SYNC_SHARE)
+            finally:
+                self.busy = False
 
     cdef int write_out(self, Py_ssize_t share) except -1:
         """Write the buffer and fsync the data file: ``sync()``, and a writer's ``close()``.
