@@ -13,9 +13,11 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 
 import pytest
@@ -578,26 +580,37 @@ with warnings.catch_warnings():
 on_disk = stored_prefix(database)
 database.update(items)
 database.sync()
+
+
+def delete_all_or_none(keys):
+    # A failing delete_many deletes none of its keys; returns its errno.
+    try:
+        database.delete_many(keys)
+        raise AssertionError("the deletes did not fail")
+    except semidbm.error as exc:
+        assert database.get_many(keys) == [items[key] for key in keys]
+        return exc.errno
+
+
 limit(8_000)
-try:
-    database.delete_many(keys)
-    raise AssertionError("the deletes did not fail")
-except semidbm.error as exc:
-    delete_error = exc.errno
-deleted = len(keys) - len(database)
-assert deleted > 0 and all(key not in database for key in keys[:deleted])
-assert database.get_many(keys[deleted:]) == list(items.values())[deleted:]
-try:
-    database.close()
-except semidbm.error:
-    pass
-print(json.dumps([update_error, delete_error, in_memory, on_disk, deleted]))
+straight_error = delete_all_or_none(keys)  # larger than the buffer: one straight write, cut back
+limit(1_000)
+database[b"filler"] = b"f" * 3_000
+buffered_error = delete_all_or_none(keys[:100])  # the flush that makes room for them fails
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+database.close()
+database = db.open_with(kernel, path, "r")
+assert database[b"filler"] == b"f" * 3_000
+deleted = len(keys) - sum(key in database for key in keys)
+print(json.dumps([update_error, straight_error, buffered_error, in_memory, on_disk, deleted]))
 """
 
 
 @pytest.mark.skipif(os.name != "posix", reason="RLIMIT_FSIZE is POSIX")
-def test_a_write_that_fails_stops_the_bulk_writes_after_a_prefix(kernel, dbpath):
-    """A full disk (here a file-size limit) stops update and delete_many: what came before stays."""
+def test_a_write_that_fails_stops_update_after_a_prefix_and_delete_many_before_any(kernel, dbpath):
+    """A full disk (here a file-size limit) stops update with the items before stored, and
+    delete_many with no key deleted, whether its records go straight to the file or to the
+    buffer."""
     result = subprocess.run(
         [sys.executable, "-c", FILE_SIZE_LIMIT, kernel_name(kernel), str(dbpath)],
         capture_output=True,
@@ -605,9 +618,11 @@ def test_a_write_that_fails_stops_the_bulk_writes_after_a_prefix(kernel, dbpath)
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    update_error, delete_error, in_memory, on_disk, deleted = json.loads(result.stdout)
-    assert update_error == delete_error == errno.EFBIG
-    assert 0 < on_disk <= in_memory < 2000 and 0 < deleted < 2000
+    update_error, straight_error, buffered_error, in_memory, on_disk, deleted = json.loads(
+        result.stdout
+    )
+    assert update_error == straight_error == buffered_error == errno.EFBIG
+    assert 0 < on_disk <= in_memory < 2000 and deleted == 0
 
 
 def test_shelves_update_through_their_own_assignment(tmp_path):
@@ -700,3 +715,47 @@ def test_crc_of_update_records_is_zlibs(dbopen, dbpath):
         database.update({b"key": b"value"})
     data = (dbpath / "data").read_bytes()
     assert data[-4:] == zlib.crc32(b"keyvalue").to_bytes(4, "big")
+
+
+class Interrupted(Exception):
+    """What the signal handler of the interrupted bulk calls raises."""
+
+
+def interrupt(signum, frame):
+    raise Interrupted
+
+
+@pytest.mark.skipif(os.name != "posix", reason="setitimer is POSIX")
+@pytest.mark.parametrize("buffer_size", [1 << 20, 4096], ids=["buffered", "straight"])
+def test_delete_many_interrupted_by_a_signal_deletes_every_key_or_none(dbopen, dbpath, buffer_size):
+    """An exception from a signal handler that lands during delete_many leaves all or none
+    deleted, in the database and in its file: the timer fires at points spread over the call."""
+    keys = [b"k%05d" % number for number in range(20_000)]
+    items = dict.fromkeys(keys, b"v")
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with dbopen(dbpath, "n", buffer_size=buffer_size) as database:
+            database.update(items)
+            started = time.perf_counter()
+            database.delete_many(keys)
+            took = time.perf_counter() - started
+        outcomes = set()
+        for attempt in range(1, 13):
+            with dbopen(dbpath, "n", buffer_size=buffer_size) as database:
+                database.update(items)
+                signal.setitimer(signal.ITIMER_REAL, took * attempt / 12)
+                try:
+                    database.delete_many(keys)
+                    time.sleep(took)  # the deletes took less than the delay: wait for it
+                except Interrupted:
+                    pass
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                left = len(database)
+                assert left in (0, len(keys)), (attempt, left)
+                outcomes.add(left)
+            with dbopen(dbpath, "r") as again:
+                assert len(again) == left, attempt
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert 0 in outcomes

@@ -11,13 +11,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 import zlib
 
 import pytest
 
 import semidbm
-from semidbm import _lock
+from semidbm import _compaction, _index, _lock, _pure, _settings, db
 from semidbm.format import INDEX_NAME
 
 from .conftest import kernel_name
@@ -611,3 +612,66 @@ def test_collected_database_is_flushed_and_unlocked(kernel, dbopen, dbpath):
     """, dbpath)
     with dbopen(dbpath) as database:
         assert len(database) == 100
+
+
+
+def letting_other_threads_run(function):
+    """``function``, made to let the other threads run first, as the GIL may at any Python call."""
+
+    def call(*args, **kwargs):
+        time.sleep(0.0005)
+        return function(*args, **kwargs)
+
+    return call
+
+
+@pytest.mark.parametrize("operation", ["sync", "compact"])
+@pytest.mark.parametrize("buffer_size", [0, 4096], ids=["unbuffered", "buffered"])
+def test_writes_made_while_another_thread_syncs_or_compacts_land(
+    dbopen, dbpath, monkeypatch, operation, buffer_size
+):
+    # sync() and compact() call Python code (the index file's writing,
+    # the file swap), where the GIL may pass to another thread: here each
+    # such call lets the others run. Writes made meanwhile land, and
+    # every index file written counts and holds every key of its log,
+    # as a full replay (the pure kernel's reader) has them.
+    monkeypatch.setattr(_settings, "INDEX_MIN_TAIL", 1 << 14)  # an index file at most syncs
+    for module, name in [(_index, "capacity_for"), (_index, "encode_header"),
+                         (_index, "install"), (_compaction, "install_compacted")]:
+        monkeypatch.setattr(module, name, letting_other_threads_run(getattr(module, name)))
+    database = dbopen(dbpath, "n", buffer_size=buffer_size)
+    database.update((b"base-%d" % number, b"v") for number in range(5_000))
+    written = [[] for _ in range(3)]
+    done = threading.Event()
+
+    def writer(number):
+        while not done.is_set():
+            key = b"%d-%d" % (number, len(written[number]))
+            database[key] = b"w" * 100
+            written[number].append(key)
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(3)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in threads:
+            thread.start()
+        for _ in range(6):
+            getattr(database, operation)()
+            with dbopen(dbpath, "r") as reader:
+                assert len(reader) == len(reader.keys())
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(switch)
+    assert all(written), [len(keys) for keys in written]  # each writer wrote beside the operation
+    expected = {key for keys in written for key in keys}
+    expected.update(b"base-%d" % number for number in range(5_000))
+    with dbopen(dbpath, "r") as reader, db.open_with(_pure, dbpath, "r") as replayed:
+        assert set(reader.keys()) == set(replayed.keys())
+        assert len(reader) == len(replayed)
+    database.close()
+    with dbopen(dbpath, verify_checksums=True) as again:
+        assert len(again) == len(expected)
+        assert [key for key in expected if key not in again] == []

@@ -58,19 +58,10 @@ cdef bytes batch_record(list changes, Py_ssize_t body_size):
     cdef bytes record = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + body_size)
     cdef char* body = PyBytes_AS_STRING(record) + RECORD_OVERHEAD
     cdef char* out = body
-    cdef Py_ssize_t key_size, value_size
     for key, value in changes:
-        key_size = PyBytes_GET_SIZE(key)
-        value_size = DELETED if value is None else PyBytes_GET_SIZE(value)
-        encode_header(out, key_size, value_size)
-        memcpy(out + LENGTHS_SIZE, PyBytes_AS_STRING(key), key_size)
-        if value is not None:
-            memcpy(out + LENGTHS_SIZE + key_size, PyBytes_AS_STRING(value), value_size)
-        else:
-            value_size = 0
-        store_be32(out + LENGTHS_SIZE + key_size + value_size,
-                   crc32(0, out + LENGTHS_SIZE, key_size + value_size))
-        out += RECORD_OVERHEAD + key_size + value_size
+        out += encode_record(out, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                             NULL if value is None else PyBytes_AS_STRING(value),
+                             0 if value is None else PyBytes_GET_SIZE(value))
     encode_header(PyBytes_AS_STRING(record), body_size, BATCH)
     store_be32(PyBytes_AS_STRING(record) + LENGTHS_SIZE, crc32(0, body, body_size))
     return record

@@ -544,22 +544,26 @@ cdef Py_ssize_t first_repeat(Store store, const Target* targets, Py_ssize_t coun
 
 
 cdef int delete_located(Store store, Target* targets, Py_ssize_t count) except -1:
-    """Append a delete record for each located key and take it out of the index.
+    """Append the delete records of the located keys in one write, then take them out of the index.
 
-    A private key is found again by its record's offset (removing a
-    key shifts the slots after it); a mapped slot never moves. If an
-    append fails (a full disk), the keys before it stay deleted.
+    All or none: the records are appended as one (``append_encoded``:
+    into the buffer, or straight to the file when larger, cut back if
+    that write fails), so a failed write deletes no key. A private key
+    is found again by its record's offset (removing a key shifts the
+    slots after it); a mapped slot never moves.
     """
     cdef Py_ssize_t at, slot
     cdef Table* table = &store.index.table
+    if count == 0:
+        return 0
     for at in range(count):
         if targets[at].where & PRIVATE:
             targets[at].where = PRIVATE | table.slots[targets[at].where & ~PRIVATE].offset
+    # With nothing pending, appending moves no slot.
+    store.append_encoded(delete_records(targets, count))
     for at in range(count):
         if at + SLOT_AHEAD < count and targets[at + SLOT_AHEAD].where & PRIVATE:
             table_prefetch(table, targets[at + SLOT_AHEAD].hashed)
-        # With nothing pending, appending moves no slot.
-        store.append(targets[at].key, targets[at].size, NULL, 0)
         if targets[at].where & PRIVATE:
             slot = slot_of_record(table, targets[at].hashed, targets[at].where & ~PRIVATE)
             if slot >= 0:
@@ -567,6 +571,22 @@ cdef int delete_located(Store store, Target* targets, Py_ssize_t count) except -
         else:
             base_shadow(&store.index.base, <size_t>targets[at].where)
     return 0
+
+
+cdef bytes delete_records(const Target* targets, Py_ssize_t count):
+    """The delete records of the keys of ``targets``, one after another, as ``append`` encodes
+    each."""
+    cdef Py_ssize_t at
+    cdef Py_ssize_t size = 0
+    cdef bytes records
+    cdef char* out
+    for at in range(count):
+        size += RECORD_OVERHEAD + targets[at].size
+    records = PyBytes_FromStringAndSize(NULL, size)
+    out = PyBytes_AS_STRING(records)
+    for at in range(count):
+        out += encode_record(out, targets[at].key, targets[at].size, NULL, 0)
+    return records
 
 
 cdef inline Py_ssize_t slot_of_record(const Table* table, uint32_t hashed,

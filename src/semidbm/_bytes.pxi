@@ -62,6 +62,20 @@ cdef inline void encode_header(char* out, Py_ssize_t key_size,
     store_be32(out + 4, <uint32_t>value_size)
 
 
+cdef inline Py_ssize_t encode_record(char* out, const char* key, Py_ssize_t key_size,
+                                     const char* value, Py_ssize_t value_size) noexcept nogil:
+    """Write the record of ``key`` and ``value`` (NULL: a delete) at ``out``; return its size."""
+    cdef Py_ssize_t stored = value_size if value != NULL else 0
+    encode_header(out, key_size, value_size if value != NULL else DELETED)
+    memcpy(out + LENGTHS_SIZE, key, key_size)
+    if value != NULL:
+        memcpy(out + LENGTHS_SIZE + key_size, value, value_size)
+    # The CRC covers the key and value, side by side in the record.
+    store_be32(out + LENGTHS_SIZE + key_size + stored,
+               crc32(0, out + LENGTHS_SIZE, key_size + stored))
+    return RECORD_OVERHEAD + key_size + stored
+
+
 # --- Borrowing the bytes of keys and values ---
 
 cdef struct Borrowed:

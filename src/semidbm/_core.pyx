@@ -377,20 +377,12 @@ cdef class Store:
         cdef Py_ssize_t size = RECORD_OVERHEAD + key_size + (value_size if value != NULL else 0)
         cdef char head[LENGTHS_SIZE]
         cdef char tail[CHECKSUM_SIZE]
-        cdef char* out
         cdef uint64_t offset
         cdef uint32_t crc
         cdef int failure
         if self.buffer_used + size <= self.buffer_size:
             offset = self.log.disk_end + self.buffer_used
-            out = self.log.buffer + self.buffer_used
-            encode_header(out, key_size, value_size if value != NULL else DELETED)
-            memcpy(out + LENGTHS_SIZE, key, key_size)
-            if value != NULL:
-                memcpy(out + LENGTHS_SIZE + key_size, value, value_size)
-            # The CRC covers the key and value, side by side in the buffer.
-            store_be32(out + size - CHECKSUM_SIZE,
-                       crc32(0, out + LENGTHS_SIZE, size - RECORD_OVERHEAD))
+            encode_record(self.log.buffer + self.buffer_used, key, key_size, value, value_size)
             self.buffer_used += size
             return offset
         self.flush()
@@ -470,7 +462,8 @@ cdef class Store:
     cdef uint64_t append_encoded(self, bytes record) except? 0:
         """Add the bytes of records encoded whole to the log in one write; return their offset.
 
-        ``sealed_empty``'s, or a batch record. In the buffer, or straight
+        ``sealed_empty``'s, a batch record, or the delete records of a
+        ``delete_many`` (``_bulk.pxi``). In the buffer, or straight
         to the file when larger than it (cut back if that write fails).
         """
         cdef uint64_t offset = self.log.disk_end + self.buffer_used
@@ -734,13 +727,24 @@ cdef class Store:
     # --- sync, compaction and refresh ---
 
     def sync(self):
-        """``_interface.Store.sync``; the flush applies the pending index updates, too."""
+        """``_interface.Store.sync``; the flush applies the pending index updates, too.
+
+        The write-out releases the GIL and runs Python code (the fsync,
+        the index file): the store is busy meanwhile, as for ``close``,
+        so that another thread's item operation waits rather than change
+        the table or the log between the index file's count, its slots
+        and the end of the log it covers (the fsync's).
+        """
         with self.guard:
             if not self.writable and not self.owner:
                 self.check_open()
                 return
             self.check_writable("sync")
-            self.write_out(_INDEX_SYNC_SHARE)
+            self.busy = True
+            try:
+                self.write_out(_INDEX_SYNC_SHARE)
+            finally:
+                self.busy = False
 
     cdef int write_out(self, Py_ssize_t share) except -1:
         """Write the buffer and fsync the data file: ``sync()``, and a writer's ``close()``.

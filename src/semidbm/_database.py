@@ -320,8 +320,8 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         would find it gone), raises :exc:`KeyError` for the first such
         key in the order given, and nothing is deleted. Otherwise a
         delete record is appended for each key, at once for other
-        threads. If writing fails on the way (a full disk), the keys
-        before the failure stay deleted.
+        threads, all in one write: if writing fails (a full disk), no
+        key is deleted.
 
         Args:
             keys: an iterable of keys. One key given alone (a str or

@@ -230,8 +230,10 @@ class Store(Protocol):
         missing), raises KeyError with that key, the first such in the
         order given, and nothing is deleted or appended. Otherwise a
         delete record is appended for each key, in order, as by
-        ``__delitem__``. If writing fails on the way (a full disk), the
-        keys before the failure stay deleted. ``keys`` is refused as for
+        ``__delitem__``, all in one write (through the buffer, or
+        straight to the file when larger): if writing fails (a full
+        disk), or a signal handler's exception interrupts the call, no
+        key or every key is deleted. ``keys`` is refused as for
         ``get_many``.
         """
 

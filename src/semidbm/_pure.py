@@ -407,7 +407,9 @@ class Store:
                 self._busy = None
 
     def delete_many(self, keys):
-        """``_interface.Store.delete_many``: every key checked, then one delete record each."""
+        """``_interface.Store.delete_many``: every key checked, then their delete records appended
+        as one (``_append``), so that neither a failed write nor a signal handler's exception
+        leaves some of them deleted."""
         with self._guard:
             self._check_writable("delete")
             originals = key_list(keys, "delete_many")
@@ -418,8 +420,9 @@ class Store:
                 if key not in self._index or key in seen:
                     raise KeyError(original)
                 seen.add(key)
-            for key in keys:
-                self._append(encode_delete(key), [(key, 0, DELETED)])
+            if keys:
+                records = b"".join(map(encode_delete, keys))
+                self._append(records, [(key, 0, DELETED) for key in keys])
 
     def _append(self, record, placed):
         """Add ``record`` to the log, and what it does to the index.
@@ -432,8 +435,8 @@ class Store:
 
         As ``_interface.Store.__setitem__`` says; the record enters the
         buffer and the index with no call in between where a signal
-        handler could run, and for a batch's keys, an exception from one
-        during their update does not stop it (``_update_index``).
+        handler could run, and for several keys, an exception from one
+        during their update does not stop it (``_enter``).
         """
         self._busy = _messages.INTERRUPTED
         try:
@@ -454,8 +457,7 @@ class Store:
                 puts = {key: (offset + start, length)
                         for key, start, length in placed if length != DELETED}
                 deletes = [key for key, _, length in placed if length == DELETED]
-                self._buffer += record
-                self._update_index(puts, deletes)
+                self._enter(record, puts, deletes)
             if oversize:
                 try:
                     self._flush()
@@ -465,15 +467,18 @@ class Store:
         finally:
             self._busy = None
 
-    def _update_index(self, puts, deletes):
-        """Give the index the entries ``puts`` and drop the keys ``deletes``, whatever happens.
+    def _enter(self, record, puts, deletes):
+        """Add ``record`` to the buffer, give the index the entries ``puts`` and drop the keys
+        ``deletes``: all three, or none.
 
-        The two run in C (no handler runs inside either); should an
-        exception from a signal handler come between them, they are run
-        again before it goes on, so that the index never holds part of
-        a batch.
+        Each step runs in C (no handler runs inside one). A handler's
+        exception may come as this is called, before any step (none is
+        done), or after a step that calls the index: the index's steps
+        are then run again before it goes on, so that neither the buffer
+        nor the index ever holds part of a batch or of a ``delete_many``.
         """
         try:
+            self._buffer += record
             self._index.update(puts)
             deque(map(self._index.pop, deletes, [None] * len(deletes)), 0)
         except BaseException:
