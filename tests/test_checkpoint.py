@@ -23,6 +23,9 @@ compaction and appends run in its interpreter (v051_support).
 import os
 import random
 import shutil
+import sys
+import threading
+import types
 import zlib
 
 import pytest
@@ -483,3 +486,116 @@ def test_a_writer_opens_beside_a_refused_index_it_cannot_remove(kernel, tmp_path
         database.update(grown)
     with db.open_with(compiled(), str(tonight), "r") as database:
         assert dict(database.items()) == {**dict(NIGHT), **grown}
+
+
+# --- threads: a compiled writer's sync() is busy while it appends a checkpoint and names it ----
+
+
+def checkpoints_in(data):
+    """``(offset, size)`` of each checkpoint in the data file contents ``data``."""
+    found = []
+    at = data.find(_checkpoint.PREFIX)
+    while at >= 0:
+        parsed = _checkpoint.parse(data[at - 8:])
+        if parsed is not None:
+            found.append((at - 8, parsed[1]))
+        at = data.find(_checkpoint.PREFIX, at + 1)
+    return found
+
+
+def sector_rule_holds(offset, size):
+    """The delete of the checkpoint at ``offset`` reaches no sector its put does not."""
+    return (offset + size - 1) // DISK_SECTOR <= (offset + size // 2 - 1) // DISK_SECTOR
+
+
+def started(action):
+    """``action`` in a thread of its own, started: what a switch of the GIL lets run."""
+    worker = threading.Thread(target=action)
+    worker.start()
+    return worker
+
+
+@compiled_only
+def test_a_write_while_the_nonce_is_drawn_waits_for_the_sync(tmp_path, monkeypatch):
+    """Drawing the nonce (``os.urandom``) releases the GIL after the checkpoint's padding was
+    chosen for where the log ends: another thread's write then waits, so the checkpoint lands
+    where its padding was chosen for, and a power cut that keeps its put keeps its delete."""
+    path = tmp_path / "db"
+    database = db.open_with(compiled(), str(path), "c")
+    first = b"a" * (DISK_SECTOR - _checkpoint.START_SIZE - 12 - 1)
+    database[b"a"] = first  # the log now ends on a sector boundary
+    other = b"b" * (DISK_SECTOR - 50 - 13)  # would leave 50 bytes of the next sector
+    workers = []
+    real = _checkpoint.os.urandom
+
+    def urandom(size):
+        workers.append(started(lambda: database.__setitem__(b"b", other)))
+        return real(size)
+
+    monkeypatch.setattr(_checkpoint, "os", types.SimpleNamespace(urandom=urandom))
+    database.sync()
+    monkeypatch.undo()
+    workers[0].join(10)
+    database.close()
+    data = (path / DATA_NAME).read_bytes()
+    assert all(sector_rule_holds(*found) for found in checkpoints_in(data))
+    with db.open_with(compiled(), str(path), "r") as reopened:
+        assert dict(reopened.items()) == {b"a": first, b"b": other}
+        assert not [key for key in reopened.keys() if key.startswith(_checkpoint.PREFIX)]
+
+
+@compiled_only
+def test_a_write_while_the_fsync_starts_is_not_covered_by_the_index(tmp_path, monkeypatch):
+    """The index names the checkpoint that ends what it covers: a record another thread writes
+    straight to the file while the fsync starts waits, and lands past ``covered``."""
+    path = tmp_path / "db"
+    database = db.open_with(compiled(), str(path), "c", buffer_size=4096)
+    database[b"a"] = b"1"
+    workers = []
+    real = _files.BackgroundFsync
+
+    def background_fsync(fd):
+        workers.append(started(lambda: database.__setitem__(b"big", b"x" * 10000)))
+        return real(fd)
+
+    monkeypatch.setattr(_files, "BackgroundFsync", background_fsync)
+    database.sync()
+    monkeypatch.undo()
+    workers[0].join(10)
+    database.close()
+    data = (path / DATA_NAME).read_bytes()
+    covered = int.from_bytes((path / INDEX_NAME).read_bytes()[24:32], "little")
+    offset, size = checkpoints_in(data[:covered])[-1]
+    assert covered == offset + size < len(data)
+
+
+@compiled_only
+def test_threads_writing_through_syncs_keep_every_checkpoint_whole(tmp_path):
+    """No patching: a thread writes while another syncs, under a short switch interval."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for attempt in range(200):
+            path = tmp_path / str(attempt)
+            database = db.open_with(compiled(), str(path), "c", buffer_size=4096)
+            stop = threading.Event()
+
+            def write(database=database, stop=stop):
+                count = 0
+                while not stop.is_set():
+                    database[b"k%d" % count] = b"v" * (count % 97)
+                    count += 1
+
+            writer = started(write)
+            try:
+                for _ in range(4):
+                    database.sync()
+            finally:
+                stop.set()
+                writer.join()
+            database.close()
+            data = (path / DATA_NAME).read_bytes()
+            broken = [found for found in checkpoints_in(data) if not sector_rule_holds(*found)]
+            assert not broken, (attempt, broken)
+    finally:
+        sys.setswitchinterval(previous)

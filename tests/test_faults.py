@@ -26,12 +26,12 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import db
+from semidbm import _kernel, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import COMPACT_NAME
 
 from . import unprivileged
-from .conftest import kernel_name
+from .conftest import compiled_only, kernel_name
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX limits and permissions")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -456,3 +456,64 @@ def test_probe_reports_success(kernel, shared_place):
     assert probe(kernel, path, "w", "compact") == ["ok"]
     assert probe(kernel, os.path.join(shared_place, "nothing"), "r")[0] == "DBMError"
 
+
+
+NO_PYTHON_CHILD = """
+import json, os, resource, signal, sys
+import semidbm
+from semidbm import _files, _kernel, db
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def python_ran(*args):
+    raise AssertionError("Python code ran in a failed write's path")
+
+
+path = sys.argv[1]
+stored = [b"a"]
+database = db.open_with(_kernel.load("cython"), path, "c", buffer_size=4096)
+database[b"a"] = b"1"
+database.sync()
+ftruncate = os.ftruncate  # the lock's, at close
+os.ftruncate = _files.written_beyond = python_ran
+room = os.path.getsize(os.path.join(path, "data")) + 1000
+resource.setrlimit(resource.RLIMIT_FSIZE, (room, resource.RLIM_INFINITY))
+failures = []
+try:
+    database[b"big"] = b"x" * 10000  # straight to the file: cut back
+except semidbm.error as exc:
+    failures.append(exc.errno)
+for number in range(200):  # in the buffer: its flush fails part way
+    try:
+        database[b"k%d" % number] = b"y" * 100
+    except semidbm.error as exc:
+        failures.append(exc.errno)
+        break
+    stored.append(b"k%d" % number)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+database.sync()  # resumes where the failed flush stopped
+os.ftruncate = ftruncate
+database.close()
+print(json.dumps([failures, [key.decode() for key in stored]]))
+"""
+
+
+@posix_only
+@compiled_only
+def test_a_failed_write_is_settled_without_running_python_code(dbpath):
+    """The compiled kernel cuts back a failed straight write, and learns how much of a failed
+    flush reached the file, in C with the GIL held: Python code there (``os.ftruncate``,
+    ``_files.written_beyond``) would let another thread append in between (the cut would
+    then remove its record, or the flush resume from the wrong place)."""
+    result = subprocess.run(
+        [sys.executable, "-c", NO_PYTHON_CHILD, str(dbpath)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    failures, stored = json.loads(result.stdout)
+    assert failures == [errno.EFBIG, errno.EFBIG]
+    with db.open_with(_kernel.load("python"), dbpath, "r") as database:
+        assert sorted(database.keys()) == sorted(key.encode() for key in stored)

@@ -323,10 +323,10 @@ cdef class Store:
 
         That partial record is the last thing in the file, and no reader
         indexes a partial record. If the cut fails too, the store is closed.
+        The cut is made in C, with the GIL held: no other thread of the
+        process appends while the file is cut back.
         """
-        try:
-            os.ftruncate(self.fd, self.log.disk_end)
-        except OSError:
+        if semidbm_truncate(self.fd, self.log.disk_end):
             # The file now ends in a partial record: stop here; the next
             # open treats it as a torn tail.
             self.release()
@@ -350,12 +350,17 @@ cdef class Store:
         shrinks under a reader (docs/FORMAT.md, "Writing").
         """
         cdef int failure
+        cdef int64_t size
         cdef Py_ssize_t done = 0
         if self.index.table.pending_count:
             keys_apply_pending(self)
         if self.buffer_used:
-            if self.unsettled:
-                done = _files.written_beyond(self.fd, self.log.disk_end, self.buffer_used)
+            if self.unsettled:  # what a failed flush put past the log's end (in C, the GIL held)
+                size = semidbm_file_size(self.fd)
+                if size < 0:
+                    self.raise_os_error(errno, _messages.WRITE_FAILED % self.path)
+                if size > <int64_t>self.log.disk_end:
+                    done = min(<uint64_t>size - self.log.disk_end, <uint64_t>self.buffer_used)
             self.unsettled = True
             failure = write_all(self.fd, self.log.buffer + done, self.buffer_used - done)
             if failure:

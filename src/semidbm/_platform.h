@@ -84,6 +84,18 @@ static int semidbm_close(int fd)
     return _close(fd);
 }
 
+/* The size of the file fd, or -1 with errno set. */
+static int64_t semidbm_file_size(int fd)
+{
+    return _filelengthi64(fd);
+}
+
+/* Cut or extend the file fd to size bytes: 0, or an errno. */
+static int semidbm_truncate(int fd, int64_t size)
+{
+    return _chsize_s(fd, size);
+}
+
 static void semidbm_advise_huge(void *data, size_t size)
 {
     (void)data;
@@ -113,6 +125,7 @@ static int64_t semidbm_clock_ns(void)
 
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,6 +154,19 @@ static ptrdiff_t semidbm_write(int fd, const char *data, size_t size)
 static int semidbm_close(int fd)
 {
     return close(fd);
+}
+
+/* The size of the file fd, or -1 with errno set. */
+static int64_t semidbm_file_size(int fd)
+{
+    struct stat info;
+    return fstat(fd, &info) == 0 ? (int64_t)info.st_size : -1;
+}
+
+/* Cut or extend the file fd to size bytes: 0, or an errno. */
+static int semidbm_truncate(int fd, int64_t size)
+{
+    return ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
 }
 
 static void semidbm_advise_huge(void *data, size_t size)

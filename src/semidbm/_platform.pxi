@@ -12,6 +12,8 @@ cdef extern from "_platform.h":
     void semidbm_unmap(const char* data, size_t length)
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)
     int semidbm_close(int fd)
+    int64_t semidbm_file_size(int fd)
+    int semidbm_truncate(int fd, int64_t size)
     void semidbm_advise_huge(void* data, size_t size) noexcept nogil
     void semidbm_release(const char* data, size_t size) noexcept nogil
     void semidbm_prefetch(const void* address) noexcept nogil
