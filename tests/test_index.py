@@ -1614,3 +1614,33 @@ def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, 
             check_contents(database, large.model, large.absent)
     data = data_of(copied)  # and the checkpoint its close wrote for a new index
     assert data[: large.size] == large.data and ending_checkpoint(data) == large.size
+
+
+#: A writer whose new index table is sized too small for its keys (a count gone wrong,
+#: simulated by ``_index.capacity_for``), in a child process: a merge that probed for an
+#: empty slot in a full table would never end.
+OVERFULL_CHILD = """
+import sys
+from semidbm import _index, _kernel, _settings, db
+
+_settings.INDEX_MIN_TAIL = 0
+_index.capacity_for = lambda count: _index.MIN_CAPACITY
+with db.open_with(_kernel.load("cython"), sys.argv[1], "c") as database:
+    for number in range(200):
+        database[b"k%d" % number] = b"v"
+    database.sync()
+print("closed")
+"""
+
+
+@compiled_only
+def test_a_table_too_small_for_the_keys_gives_no_index_rather_than_a_hang(tmp_path):
+    path = tmp_path / "db"
+    try:
+        result = subprocess.run([sys.executable, "-c", OVERFULL_CHILD, str(path)],
+                                capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the index merge never ended")
+    assert result.stdout.strip() == "closed", result.stderr
+    assert not index_path(path).exists()
+    assert read_back(compiled_kernel(), path, {b"k%d" % n: b"v" for n in range(200)}) == 0

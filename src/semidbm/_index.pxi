@@ -14,6 +14,8 @@ cdef enum:
     # What a lookup in the mapped index may find besides a slot.
     MISSING = -1
     DAMAGED = -2
+    # What index_merge returns when the keys would leave no empty slot.
+    OVERFULL = -3
 
 
 cdef struct Base:
@@ -275,25 +277,34 @@ cdef int index_apply_oldest(Index* index) except -1:
 # --- Writing an index file ---
 
 cdef int index_merge(Index* index, Slot* slots, size_t capacity) noexcept:
-    """Put every live key's slot into the empty ``slots`` (room for them all); 0 or DAMAGED.
+    """Put every live key's slot into the empty ``slots``; 0, DAMAGED or OVERFULL.
 
     The base's slots not marked, then the private table's: each live
     key once, so no key is compared or read. Both tables are in the
     order of their hashes, as ``slots`` will be: the writes advance
     through it. The base has been verified whole (``base_verify_all``);
-    a base slot must point into the covered log.
+    a base slot must point into the covered log. The caller sized
+    ``slots`` for the live keys; more keys than leave one slot empty
+    (a count gone wrong) give OVERFULL, where a probe would never end.
     """
     cdef const Slot* entry
     cdef size_t at
+    cdef size_t placed = 0
     for at in range(index.base.table.capacity):
         entry = &index.base.table.slots[at]
         if entry.offset == 0 or base_is_shadowed(&index.base, at):
             continue
         if entry.offset < HEADER_SIZE or entry.offset >= index.base.covered:
             return DAMAGED
+        placed += 1
+        if placed >= capacity:
+            return OVERFULL
         slots_place(slots, capacity, entry[0])
     for at in range(index.table.capacity):
         if index.table.slots[at].offset != 0:
+            placed += 1
+            if placed >= capacity:
+                return OVERFULL
             slots_place(slots, capacity, index.table.slots[at])
     return 0
 

@@ -159,6 +159,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
     cdef size_t capacity
     cdef Slot* slots
     cdef uint64_t live
+    cdef int merged
     if sys.byteorder != "little":
         return 0
     keys_verify(store)
@@ -168,9 +169,12 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
     if slots == NULL:
         return 0
     try:
-        if index_merge(&store.index, slots, capacity) == DAMAGED:
+        merged = index_merge(&store.index, slots, capacity)
+        if merged == DAMAGED:
             keys_drop(store)  # then no base: the next try cannot meet it
             return keys_write(store, checkpoint, data_durable)
+        if merged == OVERFULL:  # more keys than counted: write no index rather than loop
+            return 0
         try:
             header = _index.encode_header(store.index.seed, store.log.disk_end, live,
                                           capacity, store.fd, checkpoint)
