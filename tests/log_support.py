@@ -44,15 +44,25 @@ def data_records(directory, header=HEADER):
     return records_after_start((directory / "data").read_bytes(), header)
 
 
+def checkpoints_in(data):
+    """``(offset, size)`` of each checkpoint in the data file contents ``data``."""
+    data = bytes(data)
+    found = []
+    at = data.find(_checkpoint.PREFIX)
+    while at >= 0:
+        parsed = _checkpoint.parse(data[at - 8 :]) if at >= 8 else None
+        if parsed is not None:
+            found.append((at - 8, parsed[1]))
+        at = data.find(_checkpoint.PREFIX, at + 1)
+    return found
+
+
 def ending_checkpoint(data):
     """The offset of the checkpoint that ends the data file contents ``data``, or None.
 
     A compiled writer appends one right before each index it writes at a close or a sync.
     """
-    data = bytes(data)
-    delete_key = data.rfind(_checkpoint.PREFIX)
-    put_key = data.rfind(_checkpoint.PREFIX, 0, max(delete_key, 0))
-    if put_key < 8:
-        return None
-    found = _checkpoint.parse(data[put_key - 8 :])
-    return put_key - 8 if found is not None and put_key - 8 + found[1] == len(data) else None
+    found = checkpoints_in(data)
+    if found and sum(found[-1]) == len(data):
+        return found[-1][0]
+    return None

@@ -36,7 +36,7 @@ from semidbm import _checkpoint, _files, _index, _kernel, _settings, db
 from semidbm.format import DATA_NAME, DISK_SECTOR, HEADER_SIZE, INDEX_NAME
 
 from .conftest import compiled_only
-from .log_support import ending_checkpoint, first_checkpoint
+from .log_support import checkpoints_in, ending_checkpoint, first_checkpoint
 from .v051_support import apply_v051
 
 PURE = _kernel.load("python")
@@ -489,18 +489,6 @@ def test_a_writer_opens_beside_a_refused_index_it_cannot_remove(kernel, tmp_path
 
 
 # --- threads: a compiled writer's sync() is busy while it appends a checkpoint and names it ----
-
-
-def checkpoints_in(data):
-    """``(offset, size)`` of each checkpoint in the data file contents ``data``."""
-    found = []
-    at = data.find(_checkpoint.PREFIX)
-    while at >= 0:
-        parsed = _checkpoint.parse(data[at - 8:])
-        if parsed is not None:
-            found.append((at - 8, parsed[1]))
-        at = data.find(_checkpoint.PREFIX, at + 1)
-    return found
 
 
 def sector_rule_holds(offset, size):

@@ -761,10 +761,10 @@ cdef class Store:
         runs in another thread, and renamed into place only once that has
         succeeded. The caller has checked that the store is writable.
         """
+        cdef uint64_t end = self.log.disk_end + self.buffer_used  # once flushed
         cdef uint64_t checkpoint = 0
-        if index_due(self.index_written, self.log.disk_end + self.buffer_used, share):
-            checkpoint = self.append_encoded(
-                _checkpoint.new(self.log.disk_end + self.buffer_used))
+        if index_due(self.index_written, end, share):
+            checkpoint = self.append_encoded(_checkpoint.new(end))
         self.flush()
         if checkpoint:
             flushing = _files.BackgroundFsync(self.fd)

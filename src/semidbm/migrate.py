@@ -255,9 +255,9 @@ def import_dump(
                 "the dump changed while it was checked (its size or modification time); "
                 "nothing was stored"
             )
-        if isinstance(database, Batch) and records > database._room():
-            room = quantity(database._room(), "byte")
-            raise ValueError(DUMP_OVER_BATCH % (quantity(records, "byte"), room))
+        room = database._room() if isinstance(database, Batch) else None
+        if room is not None and records > room:
+            raise ValueError(DUMP_OVER_BATCH % (quantity(records, "byte"), quantity(room, "byte")))
         source.seek(start)
         stored = _store_dump(source, size, database, progress)
         if _file_state(source) != before:
