@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _batch, _checks, _kernel, _pure, _records, cli, db
+from semidbm import _batch, _examine, _kernel, _pure, _records, cli, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
@@ -492,7 +492,7 @@ def test_verify_says_what_an_open_does_with_a_large_batch_cut_short(kernel, dbpa
     torn tail that opening for writing cuts off, not a tail that needs ``recover=True``."""
     records, ends = large_batch_records()
     write_data(dbpath, put_record(b"a", b"1"), batch_record(*records)[:ends[-2]])
-    found = _checks.examine(str(dbpath), kernel=kernel)
+    found = _examine.examine(str(dbpath), kernel=kernel)
     assert found.tail == ends[-2] > DEFAULT_BUFFER_SIZE and not found.tail_lost
     assert not found.tail_needs_recover
     assert cli.main(["verify", str(dbpath)]) == 3

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from semidbm import _checkpoint, _files, _index, _kernel, _settings, db
+from semidbm import _checkpoint, _files, _index_file, _kernel, _settings, db
 from semidbm.format import DATA_NAME, DISK_SECTOR, HEADER_SIZE, INDEX_NAME
 
 from .conftest import compiled_only
@@ -226,7 +226,7 @@ def fork(tmp_path, write_other):
     start = os.path.getsize(ours / DATA_NAME)
     append(ours, NIGHT[COPIED:])
     covered = os.path.getsize(ours / DATA_NAME)
-    ranges = _index.sample_ranges(covered)
+    ranges = _index_file.sample_ranges(covered)
     at = next(number for number in range(COPIED, len(NIGHT))
               if outside(start + (number - COPIED) * RECORD, RECORD, ranges))
     changed = list(NIGHT)
@@ -303,7 +303,7 @@ def test_a_log_whose_samples_all_match_but_not_its_checkpoint_is_refused(kernel,
     last, tonight = tmp_path / "last", tmp_path / "tonight"
     nightly(last, NIGHT)
     size = os.path.getsize(last / DATA_NAME)
-    sampled = _index.sample_ranges(size)
+    sampled = _index_file.sample_ranges(size)
     swapped = record_outside(sampled, (0, size))
     items = list(NIGHT)
     items[swapped] = (b"id-swap-0", NIGHT[swapped][1])

@@ -18,7 +18,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _compaction, _index, _lock, _pure, _settings, db
+from semidbm import _compaction, _index_file, _lock, _pure, _settings, db
 from semidbm.format import INDEX_NAME
 
 from .conftest import kernel_name
@@ -636,8 +636,8 @@ def test_writes_made_while_another_thread_syncs_or_compacts_land(
     # every index file written counts and holds every key of its log,
     # as a full replay (the pure kernel's reader) has them.
     monkeypatch.setattr(_settings, "INDEX_MIN_TAIL", 1 << 14)  # an index file at most syncs
-    for module, name in [(_index, "capacity_for"), (_index, "encode_header"),
-                         (_index, "install"), (_compaction, "install_compacted")]:
+    for module, name in [(_index_file, "capacity_for"), (_index_file, "encode_header"),
+                         (_index_file, "install"), (_compaction, "install_compacted")]:
         monkeypatch.setattr(module, name, letting_other_threads_run(getattr(module, name)))
     database = dbopen(dbpath, "n", buffer_size=buffer_size)
     database.update((b"base-%d" % number, b"v") for number in range(5_000))

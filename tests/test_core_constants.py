@@ -1,4 +1,4 @@
-"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format`` and ``_index``.
+"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format`` and ``_index_file``.
 
 C wants them as constants at compile time, so ``_core.pyx`` states them
 again (its ``cdef enum``). ``_core._format_constants()`` returns them as
@@ -10,7 +10,7 @@ to either side alone fails. The settings the kernel follows
 import pytest
 
 import semidbm.format
-from semidbm import _index, _kernel
+from semidbm import _index_file, _kernel
 
 from .conftest import compiled_only
 
@@ -26,9 +26,9 @@ EXPECTED = {
     "BATCH": semidbm.format.BATCH,
     "DISK_PAGE": semidbm.format.DISK_PAGE,
     "DISK_SECTOR": semidbm.format.DISK_SECTOR,
-    "INDEX_HEADER_SIZE": _index.HEADER_SIZE,
-    "BLOCK_SLOTS": _index.BLOCK_SLOTS,
-    "SLOT_SIZE": _index.SLOT_SIZE,
+    "INDEX_HEADER_SIZE": _index_file.HEADER_SIZE,
+    "BLOCK_SLOTS": _index_file.BLOCK_SLOTS,
+    "SLOT_SIZE": _index_file.SLOT_SIZE,
 }
 
 

@@ -242,11 +242,11 @@ def test_writer_killed_while_writing_indexes(tmp_path):
 
 
 INDEX_CHILD = """
-from semidbm import _index
+from semidbm import _index_file
 from semidbm.format import INDEX_TEMP_NAME
 
-install = _index.install
-remove = _index.remove
+install = _index_file.install
+remove = _index_file.remove
 replace = _files.Directory.replace
 
 def fill(database, first, count):
@@ -276,14 +276,14 @@ def index_child_model():
 
 
 INDEX_TRAPS = {
-    # _index.install(directory, data_fd, header, write_body, ...): the body written
+    # _index_file.install(directory, data_fd, header, write_body, ...): the body written
     # to index.new, then its fsync, the rename, the directory's fsync.
     "writing the slots": (
-        "_index.install = lambda d, fd, header, body, *more: install("
+        "_index_file.install = lambda d, fd, header, body, *more: install("
         "d, fd, header, lambda out: (os.write(out, b'half a table'), die()), *more)"
     ),
     "before the fsync": (
-        "_index.install = lambda d, fd, header, body, *more: install("
+        "_index_file.install = lambda d, fd, header, body, *more: install("
         "d, fd, header, lambda out: (body(out), die()), *more)"
     ),
     "before the rename": (
@@ -295,7 +295,7 @@ INDEX_TRAPS = {
         "(replace(self, source, target), source == INDEX_TEMP_NAME and die())"
     ),
     "compaction, the old index removed": (
-        "_index.remove = lambda directory: (remove(directory), die())"
+        "_index_file.remove = lambda directory: (remove(directory), die())"
     ),
 }
 

@@ -301,13 +301,13 @@ def no_hang():
 
 
 def test_the_constants_are_the_documents():
-    from semidbm import _index, format
+    from semidbm import _index_file, format
 
     assert format.INDEX_NAME == fmt.INDEX_NAME == "index"
     assert format.INDEX_TEMP_NAME == fmt.INDEX_TEMP_NAME == "index.new"
-    assert (_index.HEADER_SIZE, _index.SLOT_SIZE, _index.BLOCK_SLOTS) == (4096, 12, 1024)
+    assert (_index_file.HEADER_SIZE, _index_file.SLOT_SIZE, _index_file.BLOCK_SLOTS) == (4096, 12, 1024)
     for capacity in (16, 17, 1023, 1024, 1025, 2048, 24_001):
-        assert _index.file_size(capacity) == fmt.file_size(capacity), capacity
+        assert _index_file.file_size(capacity) == fmt.file_size(capacity), capacity
     assert fmt.file_size(1025) == 4096 + 12 * 1025 + 4 * 2
 
 
@@ -1617,14 +1617,14 @@ def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, 
 
 
 #: A writer whose new index table is sized too small for its keys (a count gone wrong,
-#: simulated by ``_index.capacity_for``), in a child process: a merge that probed for an
+#: simulated by ``_index_file.capacity_for``), in a child process: a merge that probed for an
 #: empty slot in a full table would never end.
 OVERFULL_CHILD = """
 import sys
-from semidbm import _index, _kernel, _settings, db
+from semidbm import _index_file, _kernel, _settings, db
 
 _settings.INDEX_MIN_TAIL = 0
-_index.capacity_for = lambda count: _index.MIN_CAPACITY
+_index_file.capacity_for = lambda count: _index_file.MIN_CAPACITY
 with db.open_with(_kernel.load("cython"), sys.argv[1], "c") as database:
     for number in range(200):
         database[b"k%d" % number] = b"v"

@@ -1,6 +1,6 @@
 """The index file's header, its trust check, and where it is installed and removed.
 
-docs/FORMAT.md, "The index file": ``semidbm._index`` encodes the header,
+docs/FORMAT.md, "The index file": ``semidbm._index_file`` encodes the header,
 decides whether an open may trust ``index`` (the checks 1 and 2), and
 swaps a new index in; a compaction and ``'n'`` remove the old one
 before they replace the log. The indexes made here have an empty table
@@ -20,7 +20,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _checkpoint, _files, _index, _kernel, _settings, db
+from semidbm import _checkpoint, _files, _index_file, _kernel, _settings, db
 from semidbm.format import DATA_NAME, HEADER_SIZE, INDEX_NAME, INDEX_TEMP_NAME
 
 from .log_support import first_checkpoint
@@ -46,8 +46,8 @@ def write_database(path, count=300, rounds=3, tag=b""):
 
 def empty_body(capacity):
     """The slots of an empty table of ``capacity`` slots, then each block's CRC-32."""
-    slots = bytes(_index.SLOT_SIZE * capacity)
-    step = _index.SLOT_SIZE * _index.BLOCK_SLOTS
+    slots = bytes(_index_file.SLOT_SIZE * capacity)
+    step = _index_file.SLOT_SIZE * _index_file.BLOCK_SLOTS
     checksums = [zlib.crc32(slots[start : start + step]) for start in range(0, len(slots), step)]
     return slots + b"".join(struct.pack("<I", checksum) for checksum in checksums)
 
@@ -64,7 +64,7 @@ def opened(path):
         directory.close()
 
 
-def make_header(path, covered=None, count=0, capacity=_index.MIN_CAPACITY, seed=SEED,
+def make_header(path, covered=None, count=0, capacity=_index_file.MIN_CAPACITY, seed=SEED,
                 checkpoint=HEADER_SIZE):
     """The header of an index of the database ``path`` (covering all its log unless given).
 
@@ -72,7 +72,7 @@ def make_header(path, covered=None, count=0, capacity=_index.MIN_CAPACITY, seed=
     """
     with opened(path) as (_, fd, size):
         covered = size if covered is None else covered
-        return _index.encode_header(seed, covered, count, capacity, fd, checkpoint)
+        return _index_file.encode_header(seed, covered, count, capacity, fd, checkpoint)
 
 
 def write_header_index(path):
@@ -84,7 +84,7 @@ def write_header_index(path):
     write_index(path, make_header(path, covered=_checkpoint.START_SIZE))
 
 
-def write_index(path, header=None, capacity=_index.MIN_CAPACITY):
+def write_index(path, header=None, capacity=_index_file.MIN_CAPACITY):
     """Put an index with an empty table of ``capacity`` slots into the database ``path``."""
     if header is None:
         header = make_header(path, capacity=capacity)
@@ -92,13 +92,13 @@ def write_index(path, header=None, capacity=_index.MIN_CAPACITY):
 
 
 def try_load(path, data_size=None):
-    """What ``_index.load`` makes of the database ``path``'s index: a Header, or None.
+    """What ``_index_file.load`` makes of the database ``path``'s index: a Header, or None.
 
     ``data_size`` is the size of the log the caller has seen (the data
     file's size unless given).
     """
     with opened(path) as (directory, fd, size):
-        loaded = _index.load(directory, fd, size if data_size is None else data_size)
+        loaded = _index_file.load(directory, fd, size if data_size is None else data_size)
     if loaded is None:
         return None
     index_fd, header = loaded
@@ -111,7 +111,7 @@ def try_load(path, data_size=None):
 
 def reseal(header):
     """``header`` with its CRC-32 made right again (after a field was changed on purpose)."""
-    body = header[: _index.HEADER_SIZE - 4]
+    body = header[: _index_file.HEADER_SIZE - 4]
     return body + struct.pack("<I", zlib.crc32(body))
 
 
@@ -131,7 +131,7 @@ def with_covered(header, covered, path):
     changed = bytearray(header)
     struct.pack_into("<Q", changed, 24, covered)
     data = (path / DATA_NAME).read_bytes()
-    for number, (offset, length) in enumerate(_index.sample_ranges(covered)):
+    for number, (offset, length) in enumerate(_index_file.sample_ranges(covered)):
         sample = (offset, length, zlib.crc32(data[offset : offset + length]))
         struct.pack_into("<QII", changed, 64 + 16 * number, *sample)
     return reseal(bytes(changed))
@@ -156,15 +156,15 @@ def indexed(tmp_path):
 
 
 def test_sizes_and_capacity():
-    assert _index.blocks(16) == 1
-    assert _index.blocks(1024) == 1
-    assert _index.blocks(1025) == 2
-    assert _index.file_size(16) == 4096 + 12 * 16 + 4
-    assert _index.file_size(3000) == 4096 + 12 * 3000 + 4 * 3
-    capacities = [_index.capacity_for(count) for count in (0, 1, 10, 11, 1000)]
+    assert _index_file.blocks(16) == 1
+    assert _index_file.blocks(1024) == 1
+    assert _index_file.blocks(1025) == 2
+    assert _index_file.file_size(16) == 4096 + 12 * 16 + 4
+    assert _index_file.file_size(3000) == 4096 + 12 * 3000 + 4 * 3
+    capacities = [_index_file.capacity_for(count) for count in (0, 1, 10, 11, 1000)]
     assert capacities == [16, 16, 16, 17, 1501]
     for count in range(0, 5000, 7):
-        assert _index.capacity_for(count) > count
+        assert _index_file.capacity_for(count) > count
 
 
 def test_index_due_after_4_mib_or_a_64th_of_the_covered_log():
@@ -179,8 +179,8 @@ def test_index_due_after_4_mib_or_a_64th_of_the_covered_log():
 
 def test_sample_ranges_of_a_large_log():
     covered = 10**9
-    ranges = _index.sample_ranges(covered)
-    assert len(ranges) == _index.SAMPLES
+    ranges = _index_file.sample_ranges(covered)
+    assert len(ranges) == _index_file.SAMPLES
     assert ranges[0] == (0, 4096)
     assert ranges[-1] == (covered - 4096, 4096)
     assert ranges[1:-1] == [(covered * i // 31, 256) for i in range(1, 31)]
@@ -188,8 +188,8 @@ def test_sample_ranges_of_a_large_log():
 
 @pytest.mark.parametrize("covered", [8, 9, 255, 300, 4095, 4096, 4097])
 def test_sample_ranges_of_a_small_log_stay_inside_it(covered):
-    ranges = _index.sample_ranges(covered)
-    assert len(ranges) == _index.SAMPLES
+    ranges = _index_file.sample_ranges(covered)
+    assert len(ranges) == _index_file.SAMPLES
     edge = min(4096, covered)
     assert ranges[0] == (0, edge)
     assert ranges[-1] == (covered - edge, edge)
@@ -200,7 +200,7 @@ def test_sample_ranges_of_a_small_log_stay_inside_it(covered):
 
 
 def test_sample_ranges_of_the_smallest_log():
-    ranges = _index.sample_ranges(8)
+    ranges = _index_file.sample_ranges(8)
     assert ranges[0] == ranges[-1] == (0, 8)
     assert ranges[1:5] == [(0, 8), (0, 8), (0, 8), (1, 7)]
     assert ranges[-2] == (7, 1)
@@ -214,8 +214,8 @@ def test_header_round_trip(tmp_path):
     size = os.path.getsize(path / DATA_NAME)
     capacity = 2500  # three blocks, the last one short
     header = make_header(path, covered=size - 100, count=1234, capacity=capacity)
-    assert len(header) == _index.HEADER_SIZE
-    assert header[:8] == _index.MAGIC
+    assert len(header) == _index_file.HEADER_SIZE
+    assert header[:8] == _index_file.MAGIC
     fields = struct.unpack_from("<IIQQQQIIII", header, 8)
     assert fields == (2, 4096, SEED, size - 100, 1234, capacity, 12, 1024, 32, 0)
     nonce = first_checkpoint((path / DATA_NAME).read_bytes())
@@ -224,22 +224,22 @@ def test_header_round_trip(tmp_path):
     assert header[600:4092] == bytes(4092 - 600)
     assert struct.unpack_from("<I", header, 4092)[0] == zlib.crc32(header[:4092])
     data = (path / DATA_NAME).read_bytes()
-    for number, (offset, length) in enumerate(_index.sample_ranges(size - 100)):
+    for number, (offset, length) in enumerate(_index_file.sample_ranges(size - 100)):
         sample = struct.unpack_from("<QII", header, 64 + 16 * number)
         assert sample == (offset, length, zlib.crc32(data[offset : offset + length]))
     write_index(path, header, capacity)
-    assert os.path.getsize(path / INDEX_NAME) == _index.file_size(capacity)
+    assert os.path.getsize(path / INDEX_NAME) == _index_file.file_size(capacity)
     loaded = try_load(path)
-    assert loaded == _index.Header(SEED, size - 100, 1234, capacity, loaded.identity)
+    assert loaded == _index_file.Header(SEED, size - 100, 1234, capacity, loaded.identity)
     info = os.stat(path / INDEX_NAME)
     assert loaded.identity == (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
     with opened(path) as (directory, _, _):
-        assert _index.identity(directory) == loaded.identity
+        assert _index_file.identity(directory) == loaded.identity
 
 
 def test_load_opens_the_index_read_only(indexed):
     with opened(indexed) as (directory, fd, size):
-        index_fd, _ = _index.load(directory, fd, size)
+        index_fd, _ = _index_file.load(directory, fd, size)
     try:
         with pytest.raises(OSError):
             os.write(index_fd, b"x")
@@ -249,11 +249,11 @@ def test_load_opens_the_index_read_only(indexed):
 
 def test_identity_changes_with_a_new_index(indexed):
     with opened(indexed) as (directory, _, _):
-        before = _index.identity(directory)
+        before = _index_file.identity(directory)
         write_index(indexed, capacity=40)
-        assert _index.identity(directory) not in (None, before)
+        assert _index_file.identity(directory) not in (None, before)
         os.remove(indexed / INDEX_NAME)
-        assert _index.identity(directory) is None
+        assert _index_file.identity(directory) is None
 
 
 def test_load_accepts_a_copy_of_the_directory(indexed, tmp_path):
@@ -271,7 +271,7 @@ def test_load_accepts_a_log_grown_past_covered(indexed):
 def test_load_accepts_a_change_between_the_samples(indexed):
     """What the check cannot catch (docs/FORMAT.md, "Trusting an index"): check 4's business."""
     size = os.path.getsize(indexed / DATA_NAME)
-    ranges = _index.sample_ranges(size)
+    ranges = _index_file.sample_ranges(size)
     unsampled = ranges[10][0] + ranges[10][1] + 1
     assert unsampled < ranges[11][0]
     flip_byte(indexed / DATA_NAME, unsampled)
@@ -360,7 +360,7 @@ def test_index_covering_less_than_the_log_start(indexed, covered):
 
 @pytest.mark.parametrize("sample", [0, 1, 15, 30, 31])
 def test_data_file_changed_in_a_sampled_range(indexed, sample):
-    offset, length = _index.sample_ranges(os.path.getsize(indexed / DATA_NAME))[sample]
+    offset, length = _index_file.sample_ranges(os.path.getsize(indexed / DATA_NAME))[sample]
     flip_byte(indexed / DATA_NAME, offset + length // 2)
     assert try_load(indexed) is None
 
@@ -369,7 +369,7 @@ def test_data_file_changed_where_only_the_last_sample_reads(indexed):
     """The byte before ``covered``: the other 31 samples do not read it (the mutation that
     leaves the last sample unchecked trusts this index)."""
     size = os.path.getsize(indexed / DATA_NAME)
-    ranges = _index.sample_ranges(size)
+    ranges = _index_file.sample_ranges(size)
     assert [start <= size - 1 < start + length for start, length in ranges].count(True) == 1
     flip_byte(indexed / DATA_NAME, size - 1)
     assert try_load(indexed) is None
@@ -390,11 +390,11 @@ def test_index_of_another_database(indexed, tmp_path):
 
 def test_index_of_garbage(indexed):
     index = indexed / INDEX_NAME
-    index.write_bytes(os.urandom(_index.file_size(16)))
+    index.write_bytes(os.urandom(_index_file.file_size(16)))
     assert try_load(indexed) is None
     index.write_bytes(b"")
     assert try_load(indexed) is None
-    index.write_bytes(_index.MAGIC)
+    index.write_bytes(_index_file.MAGIC)
     assert try_load(indexed) is None
 
 
@@ -403,7 +403,7 @@ def test_index_that_is_a_directory(indexed):
     (indexed / INDEX_NAME).mkdir()
     assert try_load(indexed) is None
     with opened(indexed) as (directory, _, _):
-        assert _index.identity(directory) is None
+        assert _index_file.identity(directory) is None
 
 
 @posix_only
@@ -426,7 +426,7 @@ def test_index_that_cannot_be_opened(indexed, monkeypatch):
 
     with opened(indexed) as (directory, fd, size):
         monkeypatch.setattr(directory, "open", refuse)
-        assert _index.load(directory, fd, size) is None
+        assert _index_file.load(directory, fd, size) is None
 
 
 def test_index_that_cannot_be_read(indexed, monkeypatch):
@@ -445,12 +445,12 @@ def test_no_index_on_a_big_endian_machine(indexed, monkeypatch):
 # --- installing and removing -----------------------------------------------
 
 
-def install(path, capacity=_index.MIN_CAPACITY, write_body=None):
-    """``_index.install`` of an empty table into the database ``path``; what it returned."""
+def install(path, capacity=_index_file.MIN_CAPACITY, write_body=None):
+    """``_index_file.install`` of an empty table into the database ``path``; what it returned."""
     body = empty_body(capacity)
     with opened(path) as (directory, fd, size):
-        header = _index.encode_header(SEED, size, 0, capacity, fd, HEADER_SIZE)
-        return _index.install(
+        header = _index_file.encode_header(SEED, size, 0, capacity, fd, HEADER_SIZE)
+        return _index_file.install(
             directory, fd, header, write_body or (lambda out: _files.write_all(out, body))
         )
 
@@ -512,9 +512,9 @@ def test_install_interrupted_raises_and_leaves_no_new_file(indexed):
 
 def test_remove(indexed):
     with opened(indexed) as (directory, _, _):
-        _index.remove(directory)
+        _index_file.remove(directory)
         assert not (indexed / INDEX_NAME).exists()
-        _index.remove(directory)  # none: nothing to do
+        _index_file.remove(directory)  # none: nothing to do
 
 
 # --- where the index is removed --------------------------------------------

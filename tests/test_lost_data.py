@@ -18,7 +18,7 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import _checkpoint, _checks
+from semidbm import _checkpoint, _examine
 from semidbm._records import seal
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DISK_PAGE, DISK_SECTOR, HEADER
@@ -222,7 +222,7 @@ def test_a_flipped_bit_is_not_a_lost_page(dbopen, dbpath):
 
 def test_verify_reports_a_zero_tail_as_lost_data_opening_drops(dbpath):
     write_data(dbpath, SYNCED, bytes(DEFAULT_BUFFER_SIZE + 1))
-    found = _checks.examine(dbpath, check_checksums=True)
+    found = _examine.examine(dbpath, check_checksums=True)
     assert (found.tail_offset, found.tail) == (len(HEADER + SYNCED), DEFAULT_BUFFER_SIZE + 1)
     assert found.tail_lost and not found.tail_needs_recover and found.damaged
     assert found.bad_checksums == [] and found.keys == 2

@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from semidbm import _files, _index, db
+from semidbm import _files, _index_file, db
 from semidbm.format import INDEX_TEMP_NAME
 
 from . import index_support
@@ -114,7 +114,7 @@ def test_harness_catches_an_index_kept_past_the_log_it_describes(kernel, tmp_pat
     Its samples or its ``covered`` then disagree with the new data file,
     so it is not trusted; the check reports it all the same.
     """
-    monkeypatch.setattr(_index, "remove", lambda directory: None)
+    monkeypatch.setattr(_index_file, "remove", lambda directory: None)
     checker = _explore(kernel, powerloss.SAFE_RULES, tmp_path)
     kinds = _index_kinds(checker)
     assert {name for name, _ in kinds} == {INVALID}, kinds
@@ -142,13 +142,13 @@ class _FsyncAtWait(_files.BackgroundFsync):
 def test_harness_catches_an_index_renamed_before_the_data_file_is_on_the_disk(
         tmp_path, monkeypatch):
     """The rename not waiting for the data file's fsync: an index covering lost log is reported."""
-    real_install = _index.install
+    real_install = _index_file.install
 
     def install_at_once(directory, data_fd, header, write_body, data_durable=None):
         return real_install(directory, data_fd, header, write_body)
 
     monkeypatch.setattr(_files, "BackgroundFsync", _FsyncAtWait)
-    monkeypatch.setattr(_index, "install", install_at_once)
+    monkeypatch.setattr(_index_file, "install", install_at_once)
     checker = _explore(powerloss.kernels()["cython"], powerloss.SAFE_RULES, tmp_path)
     assert any(INVALID in failure and "covered" in failure for failure in checker.failures), (
         "\n\n".join(checker.failures[:3]))

@@ -1,4 +1,4 @@
-"""The records' codecs and walk (``_records``), and the examination of a file (``_checks``)."""
+"""The records' codecs and walk (``_records``), and the examination of a file (``_examine``)."""
 
 import mmap
 import os
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checkpoint, _checks, _kernel, _messages, _records
-from semidbm._checks import DataFile
+from semidbm import _checkpoint, _examine, _kernel, _messages, _records
+from semidbm._examine import DataFile
 from semidbm._records import LogSummary, checksum_matches, encode_delete, encode_put, walk
 from semidbm.format import HEADER
 
@@ -299,7 +299,7 @@ def test_examine_counts_live_and_dead_bytes(dbopen, dbpath):
         delete_record(b"b"),
     )
     write_data(dbpath, a1, b, a2, gone)
-    found = _checks.examine(dbpath)
+    found = _examine.examine(dbpath)
     assert (found.keys, found.records) == (1, 4)
     assert found.live_bytes == len(a2)
     assert found.dead_bytes == len(a1) + len(b) + len(gone)
@@ -320,10 +320,10 @@ def test_after_compaction_nothing_is_reclaimable(dbopen, dbpath):
         for number in range(0, 300, 3):
             del db[b"%d" % number]
         db.sync()  # the walk reads the file, not the writer's buffer
-        before = _checks.examine(dbpath)
+        before = _examine.examine(dbpath)
         assert before.reclaimable > 0
         db.compact()
-        after = _checks.examine(dbpath)
+        after = _examine.examine(dbpath)
     assert after.reclaimable == 0
     assert after.dead_bytes == _checkpoint.START_SIZE - H, "only the first checkpoint is dead"
     assert after.keys == before.keys == 200
@@ -350,7 +350,7 @@ def test_examine_agrees_with_the_database(tmp_path_factory, steps):
             else:
                 db[key] = value
         expected = {key: db[key] for key in db.keys()}
-    found = _checks.examine(path, check_checksums=True)
+    found = _examine.examine(path, check_checksums=True)
     assert found.keys == len(expected)
     assert found.live_bytes == sum(12 + len(key) + len(value) for key, value in expected.items())
     assert not found.damaged
@@ -362,16 +362,16 @@ def test_bad_checksums_are_reported_with_whether_they_are_live(dbpath):
     damaged_old[-5] ^= 0xFF
     damaged_other[-5] ^= 0xFF
     write_data(dbpath, bytes(damaged_old), bytes(damaged_other), new)
-    found = _checks.examine(dbpath, check_checksums=True)
+    found = _examine.examine(dbpath, check_checksums=True)
     assert found.bad_checksums == [(H, False), (H + len(old), True)]
     assert found.damaged
-    assert _checks.examine(dbpath).bad_checksums == []  # not checked, not found
+    assert _examine.examine(dbpath).bad_checksums == []  # not checked, not found
 
 
 def test_corruption_stops_the_walk_and_is_damage(dbpath):
     whole = put_record(b"a", b"1")
     write_data(dbpath, whole, struct.pack("!ii", -3, 0) + b"rest")
-    found = _checks.examine(dbpath, check_checksums=True)
+    found = _examine.examine(dbpath, check_checksums=True)
     assert found.corrupt_at == H + len(whole)
     assert (found.keys, found.records, found.tail) == (1, 1, 0)
     assert found.damaged
@@ -382,14 +382,14 @@ def test_torn_tail_is_damage_unless_a_writer_is_at_work(dbopen, dbpath):
         db[b"a"] = b"1"
     with open(dbpath / "data", "ab") as data:
         data.write(put_record(b"b", b"2")[:-2])
-    found = _checks.examine(dbpath)
+    found = _examine.examine(dbpath)
     assert (found.tail_offset, found.tail) == (_checkpoint.START_SIZE + 14, 12)
     assert found.damaged and not found.writer_active and not found.tail_needs_recover
     with pytest.warns(semidbm.TornTailWarning):
         writer = dbopen(dbpath, "w")  # cuts the tail; now append a partial record as a write would
     with open(dbpath / "data", "ab") as data:
         data.write(b"\x00\x00")
-    found = _checks.examine(dbpath)
+    found = _examine.examine(dbpath)
     assert found.writer_active and found.tail == 2 and not found.damaged
     writer.close()
 
@@ -398,18 +398,18 @@ def test_examine_changes_nothing(dbopen, dbpath):
     with dbopen(dbpath, "c") as db:
         db[b"a"] = b"1"
     before = sorted(path.name for path in dbpath.iterdir()), data_bytes(dbpath)
-    _checks.examine(dbpath, check_checksums=True)
+    _examine.examine(dbpath, check_checksums=True)
     assert (sorted(path.name for path in dbpath.iterdir()), data_bytes(dbpath)) == before
 
 
 def test_examine_of_a_missing_database_is_module_error(tmp_path):
     with pytest.raises(semidbm.error, match="no semidbm database"):
-        _checks.examine(tmp_path / "missing.db")
+        _examine.examine(tmp_path / "missing.db")
     assert not (tmp_path / "missing.db").exists()
 
 
 def test_examine_reports_progress_in_bytes(dbpath):
     write_data(dbpath, put_record(b"a", b"1"), put_record(b"b", b"2"))
     calls = []
-    _checks.examine(dbpath, progress=lambda done, total: calls.append((done, total)))
+    _examine.examine(dbpath, progress=lambda done, total: calls.append((done, total)))
     assert calls == [(H + 28, H + 28)]  # every PROGRESS_STEP bytes, and at the end

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _fields, _kernel
+from semidbm import _examine, _fields, _kernel
 
 from .conftest import IMPLEMENTATIONS
 
@@ -153,7 +153,7 @@ def test_a_damaged_value_is_checksum_error_at_the_offset_verify_reports(dbopen, 
     data = bytearray((dbpath / "data").read_bytes())
     data[data.index(b"value")] ^= 0x01
     (dbpath / "data").write_bytes(bytes(data))
-    ((offset, live),) = _checks.examine(dbpath, check_checksums=True).bad_checksums
+    ((offset, live),) = _examine.examine(dbpath, check_checksums=True).bad_checksums
     assert live
     with dbopen(dbpath, "r", verify_checksums=True) as database:
         with pytest.raises(semidbm.DBMChecksumError) as read:

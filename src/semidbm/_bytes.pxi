@@ -17,13 +17,13 @@ cdef enum:
     # and the smallest it writes whole (a seal stays within it: "Zero runs").
     DISK_PAGE = 4096
     DISK_SECTOR = 512
-    # The index file's, as ``_index`` has them.
+    # The index file's, as ``_index_file`` has them.
     INDEX_HEADER_SIZE = 4096
     BLOCK_SLOTS = 1024
 
 
 def _format_constants():
-    """The format's sizes this module was compiled with, named as ``format`` and ``_index`` do."""
+    """The format's sizes this module was compiled with, named as ``format`` and ``_index_file`` do."""
     return {
         "HEADER_SIZE": HEADER_SIZE,
         "LENGTHS_SIZE": LENGTHS_SIZE,

@@ -10,7 +10,7 @@ copied, is the kernel's own.
 
 import os
 
-from . import _files, _index, _messages
+from . import _files, _index_file, _messages
 from .errors import DBMError
 from .format import COMPACT_NAME, DATA_NAME
 
@@ -72,7 +72,7 @@ def install_compacted(directory):
     """
     replaced = False
     try:
-        _index.remove(directory)
+        _index_file.remove(directory)
         directory.replace(COMPACT_NAME, DATA_NAME)
         replaced = True
         directory.fsync()

@@ -35,7 +35,7 @@ class SortedLines(Iterator[tuple[int, bytes]]):
 
 @disjoint_base
 class TableBody:
-    """The body of a new index file: ``_index.install`` calls it with the file to write to."""
+    """The body of a new index file: ``_index_file.install`` calls it with the file to write to."""
 
     def __call__(self, out: int, /) -> None: ...
 

@@ -72,7 +72,7 @@ from posix.types cimport pid_t
 
 import sys
 
-from . import _checkpoint, _compaction, _fields, _files, _index, _messages, _tail
+from . import _checkpoint, _compaction, _fields, _files, _index_file, _messages, _tail
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
     COMPACT_CHUNK as _COMPACT_CHUNK,
@@ -153,7 +153,7 @@ cdef class Store:
     # The keys: the mapped index file and the private table; both read
     # the keys of their records through log.
     cdef Index index
-    # The index file's identity (_index.identity) when it was mapped, or None.
+    # The index file's identity (_index_file.identity) when it was mapped, or None.
     cdef object index_identity
     # The end of the log the last index file written or mapped covers.
     cdef uint64_t index_written
@@ -259,7 +259,7 @@ cdef class Store:
         self.log.batches = self.version[0] >= _BATCH_FORMAT
         keys_forget(self)
         self.log.disk_end = size
-        keys_attach(self, _index.load(self.directory, self.fd, size, self.writable))
+        keys_attach(self, _index_file.load(self.directory, self.fd, size, self.writable))
         self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:
@@ -271,7 +271,7 @@ cdef class Store:
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
                                           self.writable, buffer_size, recover, self.log.batches)
             if self.writable:  # the index was checked against the log before its cut
-                _index.remove_refused(self.directory, self.fd, self.log.disk_end)
+                _index_file.remove_refused(self.directory, self.fd, self.log.disk_end)
             if self.log.map == NULL:
                 self.map_file(self.log.disk_end)
         return torn_tail

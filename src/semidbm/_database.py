@@ -445,14 +445,14 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 pass
 
     def firstkey(self) -> bytes | None:
-        """Start a walk over the keys, as ``dbm.gnu`` has it: return the first key, or None.
+        """Start going over the keys one by one, as ``dbm.gnu`` has it: return the first key, or None.
 
-        The walk goes over the keys as they are at this call, in
+        It goes over the keys as they are at this call, in
         iteration order: :meth:`nextkey` skips keys deleted since, keys
         added are not visited, and deleting the key just returned is
         fine. Iterating over the database does the same more simply.
 
-        >>> db = semidbm.open("walk.db", "c")
+        >>> db = semidbm.open("keys.db", "c")
         >>> db["a"] = "1"
         >>> key = db.firstkey()
         >>> while key is not None:
@@ -461,10 +461,10 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         b'a'
         >>> db.close()
         """
-        return self._walk_from(self.keys(), 0)
+        return self._cursor_from(self.keys(), 0)
 
     def nextkey(self, key: Data) -> bytes | None:
-        """Return the key after ``key`` in the walk :meth:`firstkey` began; None at the end.
+        """Return the key after ``key`` in the pass :meth:`firstkey` began; None at the end.
 
         Also None for a key the database does not hold, as in ``dbm.gnu``.
         """
@@ -472,22 +472,22 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             key = key.encode("utf-8")
         else:
             key = memoryview(key).tobytes()
-        keys, position = self._walk or ([], 0)
+        keys, position = self._cursor or ([], 0)
         if position >= len(keys) or keys[position] != key:
             keys = self.keys()
             try:
                 position = keys.index(key)
             except ValueError:
                 return None
-        return self._walk_from(keys, position + 1)
+        return self._cursor_from(keys, position + 1)
 
-    def _walk_from(self, keys: list[bytes], start: int) -> bytes | None:
+    def _cursor_from(self, keys: list[bytes], start: int) -> bytes | None:
         """The first key of ``keys`` from ``start`` on that is still present; remember where."""
         for position in range(start, len(keys)):
             if keys[position] in self:
-                self._walk = (keys, position)
+                self._cursor = (keys, position)
                 return keys[position]
-        self._walk = None
+        self._cursor = None
         return None
 
     def batch(self) -> Batch:
@@ -555,8 +555,8 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         return "<semidbm database %r, %s>" % (os.path.dirname(self.path), state)
 
     if TYPE_CHECKING:
-        # The state of a walk (firstkey, nextkey): a slot of the class made at run time.
-        _walk: tuple[list[bytes], int] | None
+        # Where firstkey and nextkey are (the keys and a position): a slot of the class made at run time.
+        _cursor: tuple[list[bytes], int] | None
 
         # A batch's changes as one batch record (private: Batch commits through it).
         def _commit_batch(self, changes: list[tuple[bytes, bytes | None]]) -> None: ...

@@ -337,7 +337,7 @@ cdef int write_table(int out, const Slot* slots, size_t capacity) except -1:
 
 
 cdef class TableBody:
-    """The body of a new index file: ``_index.install`` calls it with the file to write to."""
+    """The body of a new index file: ``_index_file.install`` calls it with the file to write to."""
 
     cdef const Slot* slots
     cdef size_t capacity

@@ -36,7 +36,7 @@ cdef void keys_forget(Store store) noexcept:
 
 
 cdef int keys_attach(Store store, object found) except -1:
-    """Map the index file ``_index.load`` found (and checked), as ``(fd, header)``.
+    """Map the index file ``_index_file.load`` found (and checked), as ``(fd, header)``.
 
     Without one (None, or one that cannot be mapped) there is no
     base, and the key hash gets a new seed, which the next index
@@ -50,7 +50,7 @@ cdef int keys_attach(Store store, object found) except -1:
         store.index.seed = random_seed()
         return 0
     fd, header = found
-    size = _index.file_size(header.capacity)
+    size = _index_file.file_size(header.capacity)
     try:
         mapped = semidbm_map(fd, size, &error)
     finally:
@@ -58,7 +58,7 @@ cdef int keys_attach(Store store, object found) except -1:
     if mapped == NULL:  # no room to map it: do without
         store.index.seed = random_seed()
         return 0
-    base.verified = <uint8_t*>calloc(_index.blocks(header.capacity) or 1, 1)
+    base.verified = <uint8_t*>calloc(_index_file.blocks(header.capacity) or 1, 1)
     if base.verified == NULL:
         semidbm_unmap(mapped, size)
         raise MemoryError("cannot allocate the index's checks")
@@ -152,7 +152,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
     The index names the checkpoint at offset ``checkpoint``, which the
     caller wrote after every other byte of the log (docs/FORMAT.md,
     "Checkpoints"). The data file is fsynced already, or
-    ``data_durable()`` waits for that (see ``_index.install``). Failure
+    ``data_durable()`` waits for that (see ``_index_file.install``). Failure
     to write it is not an error (docs/FORMAT.md, "Writing an index"):
     the old file stays, or none.
     """
@@ -164,7 +164,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
         return 0
     keys_verify(store)
     live = index_live(&store.index)
-    capacity = _index.capacity_for(live)
+    capacity = _index_file.capacity_for(live)
     slots = <Slot*>calloc(capacity, sizeof(Slot))
     if slots == NULL:
         return 0
@@ -176,7 +176,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
         if merged == OVERFULL:  # more keys than counted: write no index rather than loop
             return 0
         try:
-            header = _index.encode_header(store.index.seed, store.log.disk_end, live,
+            header = _index_file.encode_header(store.index.seed, store.log.disk_end, live,
                                           capacity, store.fd, checkpoint)
         except OSError:
             return 0
@@ -185,7 +185,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
         body = TableBody()
         body.slots = slots
         body.capacity = capacity
-        if _index.install(store.directory, store.fd, header, body, data_durable):
+        if _index_file.install(store.directory, store.fd, header, body, data_durable):
             store.index_written = store.log.disk_end
     finally:
         free(slots)
@@ -233,10 +233,10 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     are complete, so they are replayed through the mapping.
     """
     cdef uint64_t end = store.log.disk_end
-    identity = _index.identity(store.directory)
+    identity = _index_file.identity(store.directory)
     if identity is None or identity == store.index_identity:
         return 0
-    found = _index.load(store.directory, store.fd, size)
+    found = _index_file.load(store.directory, store.fd, size)
     if found is None or found[1].covered <= store.index.base.covered:
         if found is not None:
             os.close(found[0])

@@ -11,7 +11,7 @@ import os
 import threading
 from collections import deque
 
-from . import _checkpoint, _compaction, _fields, _files, _index, _messages, _records, _tail
+from . import _checkpoint, _compaction, _fields, _files, _index_file, _messages, _records, _tail
 from ._records import (
     CHECKSUM,
     as_bytes,
@@ -37,7 +37,7 @@ from .format import (
     check_header,
 )
 
-#: ``_interface.summarize_log``: the tools' walk, in Python.
+#: ``_interface.summarize_log``: the tools' examination of a data file, in Python.
 summarize_log = _records.summarize_log
 #: Keys in each chunk of ``Store._sorted_lines``.
 LINES_PER_CHUNK = 4096
@@ -174,7 +174,7 @@ class Store:
                     self._batches,
                 )
             if writable:
-                _index.remove_refused(directory, fd, self._disk_end)
+                _index_file.remove_refused(directory, fd, self._disk_end)
         except BaseException:
             os.close(fd)
             raise

@@ -6,7 +6,7 @@ the value length ``DELETED`` and no value (docs/FORMAT.md, "The data
 file"). In format 2, a batch record holds records that count all or not
 at all ("Batches"). The pure kernel encodes its records here and walks the log with
 :func:`walk` to rebuild its index and to copy the live records when it
-compacts; the tools walk it to examine a data file (``_checks``), and the
+compacts; the tools walk it to examine a data file (``_examine``), and the
 torn-tail policy (``_tail``) to look for a record that ends the file. The
 compiled kernel parses the log in C, by the same rules.
 

@@ -24,7 +24,7 @@ import threading
 import time
 import warnings
 
-from . import __version__, _checks, db, migrate
+from . import __version__, _examine, db, migrate
 from ._progress import Progress, human_bytes, quantity
 from .format import BATCH_FORMAT, TORN_PREFIX
 
@@ -270,7 +270,7 @@ def _argument_bytes(text, encoded):
 def run_stats(args):
     """``stats``: the numbers of one walk over the log."""
     with Progress("reading", unit="bytes") as progress:
-        found = _checks.examine(args.database, progress=progress)
+        found = _examine.examine(args.database, progress=progress)
     numbers = {
         "database": found.path,
         "format_version": "%d.%d" % found.version,
@@ -375,7 +375,7 @@ def run_keys(args):
 def run_verify(args):
     """``verify``: every record's lengths and checksum; status 3 on damage."""
     with Progress("verifying", unit="bytes") as progress:
-        found = _checks.examine(args.database, check_checksums=True, progress=progress)
+        found = _examine.examine(args.database, check_checksums=True, progress=progress)
     for offset, live in found.bad_checksums:
         print(
             "bad checksum: record at offset %d (%s)"

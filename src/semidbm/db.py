@@ -23,7 +23,7 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Literal
 
-from . import _checkpoint, _files, _index, _kernel, _lock, _messages
+from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from .errors import DBMError, TornTailWarning
@@ -95,7 +95,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
     class SemiDBM(kernel.Store, Database):  # type: ignore[name-defined, misc]
         """A semidbm database on this kernel's Store (:class:`semidbm.Database`)."""
 
-        __slots__ = ("_lock", "_walk", "__weakref__")
+        __slots__ = ("_lock", "_cursor", "__weakref__")
 
         # The kernel's close, with the compaction and the lock of the API layer.
         def close(self, compact=False):
@@ -258,7 +258,7 @@ def open_with(
         _warn_of_torn_tail(directory.data_path, getattr(exc, "torn_tail", None))
         raise
     database._lock = lock  # type: ignore[attr-defined]
-    database._walk = None  # type: ignore[attr-defined]
+    database._cursor = None  # type: ignore[attr-defined]
     try:
         _warn_of_torn_tail(database.path, database.torn_tail)
     except BaseException:  # a filter that turns warnings into errors
@@ -361,7 +361,7 @@ def _check_database(directory, flag, mode, major):
         _remove_leftovers(directory)
         if data_info is None or flag == "n":
             # 'n': no index outlives the log it describes (docs/FORMAT.md, "Writing an index").
-            _index.remove(directory)
+            _index_file.remove(directory)
             _create_data_file(directory, mode, major)
     except BaseException:
         lock.release()

@@ -55,7 +55,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checks, _fields, _kernel, db
+from semidbm import _examine, _fields, _kernel, db
 from semidbm.format import HEADER, HEADER_SIZE, INDEX_NAME, header
 
 from .. import index_support
@@ -164,7 +164,7 @@ def read_everything(kernel, path):
 
 def examine_file(kernel, path):
     """What ``semidbm stats`` and ``verify`` find in the file: every checksum read."""
-    found = _checks.examine(path, check_checksums=True, kernel=kernel)
+    found = _examine.examine(path, check_checksums=True, kernel=kernel)
     return {name: value for name, value in vars(found).items() if name != "path"}
 
 

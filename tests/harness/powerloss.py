@@ -62,7 +62,7 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import semidbm
-from semidbm import _index, _kernel, _settings, db
+from semidbm import _index_file, _kernel, _settings, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DATA_NAME, INDEX_NAME, INDEX_TEMP_NAME
 from tests import index_support
@@ -337,7 +337,7 @@ INDEX_REFUSED = "a valid index is not trusted"
 
 
 class _OneFile:
-    """Stands in for ``_files.Directory`` in ``_index.load``: its only file is ``fd``'s."""
+    """Stands in for ``_files.Directory`` in ``_index_file.load``: its only file is ``fd``'s."""
 
     def __init__(self, fd):
         self._fd = fd
@@ -360,12 +360,12 @@ def _anonymous(content):
 def index_trusted(index, data):
     """What an open beside the data file ``data`` would trust of ``index``: its Header, or None.
 
-    The decision is semidbm's own (``_index.load``: checks 1 and 2 of
+    The decision is semidbm's own (``_index_file.load``: checks 1 and 2 of
     docs/FORMAT.md, "Trusting an index", on the header and 32 samples of
     the data file), made on copies of the two files.
     """
     with _anonymous(index) as index_file, _anonymous(data) as data_file:
-        found = _index.load(_OneFile(index_file.fileno()), data_file.fileno(), len(data))
+        found = _index_file.load(_OneFile(index_file.fileno()), data_file.fileno(), len(data))
     if found is None:
         return None
     os.close(found[0])
@@ -705,7 +705,7 @@ _TORN_TAIL = b"\x00\x00\x00\x03\x00\x00\x00\x64abc" + b"v" * 20
 _INDEXED = _existing(SOME, indexed=True)
 
 #: The short workloads, checked at every cut point. ``index`` is the persistent index's:
-#: it writes index files through the compiled kernel's own code (``_index``); every
+#: it writes index files through the compiled kernel's own code (``_index_file``); every
 #: workload's ``check`` (``check_index``) judges the index file of each tree: missing,
 #: stale or right, never wrong.
 #: The short workloads that use only the journal's operations, with the contents they

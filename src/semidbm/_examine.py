@@ -130,8 +130,8 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
     data_path = db.data_file(found.path)
     found.writer_active = _lock.writer_active(found.path)
     with DataFile(data_path) as data:
-        walk = (kernel or db._default_kernel).summarize_log
-        summary = walk(data.map, check_checksums, progress, data_path)
+        summarize_log = (kernel or db._default_kernel).summarize_log
+        summary = summarize_log(data.map, check_checksums, progress, data_path)
         found.file_size = data.size
         found.version = data.version
         found.corrupt_at = summary.corrupt_at
