@@ -1,4 +1,4 @@
-"""The compiled kernel's copies of the format's sizes agree with ``semidbm.format`` and ``_index_file``.
+"""The compiled kernel's copies of the format's sizes agree with ``format`` and ``_index_file``.
 
 C wants them as constants at compile time, so ``_core.pyx`` states them
 again (its ``cdef enum``). ``_core._format_constants()`` returns them as

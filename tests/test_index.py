@@ -305,7 +305,8 @@ def test_the_constants_are_the_documents():
 
     assert format.INDEX_NAME == fmt.INDEX_NAME == "index"
     assert format.INDEX_TEMP_NAME == fmt.INDEX_TEMP_NAME == "index.new"
-    assert (_index_file.HEADER_SIZE, _index_file.SLOT_SIZE, _index_file.BLOCK_SLOTS) == (4096, 12, 1024)
+    sizes = (_index_file.HEADER_SIZE, _index_file.SLOT_SIZE, _index_file.BLOCK_SLOTS)
+    assert sizes == (4096, 12, 1024)
     for capacity in (16, 17, 1023, 1024, 1025, 2048, 24_001):
         assert _index_file.file_size(capacity) == fmt.file_size(capacity), capacity
     assert fmt.file_size(1025) == 4096 + 12 * 1025 + 4 * 2

@@ -445,7 +445,7 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 pass
 
     def firstkey(self) -> bytes | None:
-        """Start going over the keys one by one, as ``dbm.gnu`` has it: return the first key, or None.
+        """Start going over the keys, as ``dbm.gnu`` has it: return the first key, or None.
 
         It goes over the keys as they are at this call, in
         iteration order: :meth:`nextkey` skips keys deleted since, keys
@@ -555,7 +555,7 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         return "<semidbm database %r, %s>" % (os.path.dirname(self.path), state)
 
     if TYPE_CHECKING:
-        # Where firstkey and nextkey are (the keys and a position): a slot of the class made at run time.
+        # Where firstkey/nextkey are (keys, position): a slot of the class made at run time.
         _cursor: tuple[list[bytes], int] | None
 
         # A batch's changes as one batch record (private: Batch commits through it).

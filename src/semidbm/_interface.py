@@ -8,8 +8,8 @@ both must offer exactly the members of :class:`Store` below: the
 suite's ``tests/test_implementation.py`` checks each kernel against it,
 both ways. Both write the same bytes for the same operations and raise
 the same errors; the test suite runs against each. Beside ``Store``, each
-kernel module defines :func:`summarize_log`, the tools' examination of a data file. The file they share
-with other processes, and how writers and readers use it: docs/FORMAT.md.
+kernel module defines :func:`summarize_log`, the tools' examination of a data file. The
+file they share with other processes, and how writers and readers use it: docs/FORMAT.md.
 
 Importing this module imports neither kernel nor the API layer, as the
 kernels never import what is built on them. Names that only annotations
