@@ -1,7 +1,7 @@
 """The public API under a type checker: ``mypy --strict examples/typed_usage.py``.
 
-semidbm ships type information (``py.typed``, a stub for the package and
-one for the compiled kernel), so code like this is checked against the
+semidbm ships type information (``py.typed``, annotated sources and a
+stub for the compiled kernel), so code like this is checked against the
 real signatures. ``scripts/check_packaging.py`` runs mypy on it against
 the installed wheel, and runs it.
 """

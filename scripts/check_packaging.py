@@ -157,7 +157,7 @@ def build(work):
         raise Failure("the sdist holds the generated _core.c")
     with zipfile.ZipFile(wheel) as archive:
         in_wheel = set(archive.namelist())
-    for name in ("py.typed", "__init__.pyi", "_core.pyi"):
+    for name in ("py.typed", "_core.pyi"):
         if "semidbm/" + name not in in_wheel:
             raise Failure("the wheel lacks " + name)
     run(TOOLS / "twine", "check", "--strict", sdist, wheel)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-    from ._database import Data, Database
+    from ._types import BatchTarget, Data
 
 #: The bytes of records one batch holds: the body of a batch record, as long as a value may be.
 CAPACITY = MAX_LENGTH
@@ -40,7 +40,7 @@ class Batch:
 
     __slots__ = ("_database", "_changes", "_size", "_open")
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: BatchTarget) -> None:
         self._database = database
         #: The last change of each key: its new value, or None for a delete.
         self._changes: dict[bytes, bytes | None] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar, overload
 
 from . import _messages
 from ._batch import Batch
@@ -24,11 +24,11 @@ from .errors import DBMError
 from .format import BATCH_FORMAT
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer, SupportsKeysAndGetItem
+    from _typeshed import SupportsKeysAndGetItem
     from typing_extensions import Self
 
-    #: A key or value as given: str (stored as UTF-8) or any bytes-like object.
-    Data = Union[str, ReadableBuffer]
+    from ._types import Data
+
     _T = TypeVar("_T")
     #: The type of a mapping's keys, for ``update`` (a mapping's key type is invariant).
     _Key = TypeVar("_Key", bound=Data)

@@ -37,9 +37,7 @@ if TYPE_CHECKING:
 
     from ._files import Directory
     from ._records import LogSummary
-
-    #: What a key or value may be given as: str (stored as UTF-8) or bytes-like.
-    Data = Union[str, ReadableBuffer]
+    from ._types import Data
 
 
 class Store(Protocol):

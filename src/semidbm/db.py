@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from _typeshed import StrOrBytesPath
 
-    from . import _Flag
+    from ._types import Flag
 
 #: The kernel in use: "cython" (``semidbm._core``) or "python" (``semidbm._pure``).
 implementation: Literal["cython", "python"]
@@ -127,13 +127,13 @@ def database_class(kernel: ModuleType) -> type[Database]:
 
 def open(
     filename: StrOrBytesPath,
-    flag: _Flag = "r",
+    flag: Flag = "r",
     mode: int = 0o666,
     verify_checksums: bool = False,
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
-    format: int | None = None,
+    format: Literal[1, 2] | None = None,
 ) -> Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
@@ -210,13 +210,13 @@ def open(
 def open_with(
     kernel: ModuleType,
     filename: StrOrBytesPath,
-    flag: _Flag = "r",
+    flag: Flag = "r",
     mode: int = 0o666,
     verify_checksums: bool = False,
     *,
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
-    format: int | None = None,
+    format: Literal[1, 2] | None = None,
 ) -> Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
 

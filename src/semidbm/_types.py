@@ -1,0 +1,36 @@
+"""The types the API's signatures name, each written once.
+
+The aliases ``Data`` and ``Flag`` are for type checkers alone: they
+exist only under ``TYPE_CHECKING`` (``_typeshed`` has no module at run
+time), and modules import them there, their annotations being strings
+(``from __future__ import annotations``). ``BatchTarget`` is a class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol, Union
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+    #: A key or value as given: str (stored as UTF-8) or any bytes-like object.
+    Data = Union[str, ReadableBuffer]
+    #: How :func:`semidbm.open` opens a database (as the dbm modules): read,
+    #: write, create if missing, always a new empty one.
+    Flag = Literal["r", "w", "c", "n"]
+
+
+class BatchTarget(Protocol):
+    """What a :class:`semidbm.Batch` needs of its database (``Database`` has it).
+
+    Named here, not as ``Database``, so that ``_batch`` need not import
+    ``_database``, which imports it.
+    """
+
+    def __contains__(self, key: object, /) -> bool:
+        """Whether ``key`` is in the database."""
+        ...
+
+    def _commit_batch(self, changes: list[tuple[bytes, bytes | None]]) -> None:
+        """Write ``changes`` (a value of None: a delete) as one batch record."""
+        ...
