@@ -72,7 +72,7 @@ from time import perf_counter, process_time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _pagecache  # noqa: E402
-from number_words import number_words, words_block  # noqa: E402
+from _number_words import number_words, words_block  # noqa: E402
 
 #: The first doubling reported.
 FIRST_MARK = 1 << 17

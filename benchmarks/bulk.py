@@ -4,7 +4,7 @@ Usage (``.venv`` is made by ``bash scripts/nox.sh -s dev``)::
 
     .venv/bin/python benchmarks/bulk.py [--keys N] [--repeat R]
 
-The data are preset a's (``compare.py``): 1,000,000 keys of 16 bytes and
+The data are preset a's (``_presets.PRESETS``): 1,000,000 keys of 16 bytes and
 values of 100 bytes by default, made by ``_worker.make_data``. Three
 databases are made in each repetition, one after the other, in a
 temporary directory; each is filled one way, opened again and read
@@ -40,13 +40,10 @@ import statistics
 import tempfile
 from time import perf_counter
 
-import compare  # benchmarks/ is on sys.path as a script
+from _presets import KEY_SIZE, PRESETS
 from _worker import make_data
 
 import semidbm
-
-#: Bytes per key: preset a's (``compare.py``'s ``--key-size`` default).
-KEY_SIZE = 16
 
 
 class Data:
@@ -147,7 +144,7 @@ def in_a_dict(data):
 
 def run(count, repeat):
     """Time every way ``repeat`` times; return ``{workload: {way: [seconds, ...]}}``."""
-    data = Data(count, compare.PRESETS["a"].value_size)
+    data = Data(count, PRESETS["a"].value_size)
     # Per database: its ways to fill, read and delete (the third database is not emptied).
     plans = list(zip(FILLS, READS, list(DELETES) + [None]))
     runs = {workload: {way: [] for way in ways} for workload, ways in WORKLOADS.items()}
@@ -188,13 +185,13 @@ def report(runs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keys", type=int, default=compare.PRESETS["a"].keys)
+    parser.add_argument("--keys", type=int, default=PRESETS["a"].keys)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     runs = run(args.keys, args.repeat)
     print("semidbm %s (%s kernel), %d keys of %d bytes, values of %d bytes, median of %d" % (
         semidbm.__version__, semidbm.implementation, args.keys, KEY_SIZE,
-        compare.PRESETS["a"].value_size, args.repeat))
+        PRESETS["a"].value_size, args.repeat))
     print(report(runs))
 
 

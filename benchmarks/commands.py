@@ -12,7 +12,7 @@ with the new commit's build (so it has its index file).
     .venv/bin/python benchmarks/commands.py OLD [NEW] [--keys N] [--repeat R]
 
 NEW defaults to HEAD. Each commit is checked out and built as
-``instructions.checkout`` does; the dump goes to a scratch file.
+``_builds.checkout`` does; the dump goes to a scratch file.
 """
 
 import os
@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from instructions import builds, commits_parser  # benchmarks/ is on sys.path as a script
+from _builds import builds, commits_parser
+from _report import format_number, markdown_table
 
 #: Makes the database at argv[1] with int(argv[2]) keys.
 MAKE = """
@@ -72,14 +73,14 @@ def main(argv=None):
                         seconds(sources[name], [paths.get(part, part) for part in arguments])
                     )
     print("semidbm commands on %s keys, %s -> %s, medians of %d interleaved repetitions:" % (
-        "{:,}".format(args.keys), args.old, args.new, args.repeat))
-    print("| command | old, s | new, s | old / new, faster above 1 |")
-    print("|---|---:|---:|---:|")
+        format_number(args.keys), args.old, args.new, args.repeat))
+    rows = []
     for command in COMMANDS:
         old, new = runs["old", command], runs["new", command]
         ratio = statistics.median(o / n for o, n in zip(old, new))
-        print("| %s | %.3f | %.3f | %.1f |" % (
-            command, statistics.median(old), statistics.median(new), ratio))
+        rows.append([command, "%.3f" % statistics.median(old), "%.3f" % statistics.median(new),
+                     "%.1f" % ratio])
+    print(markdown_table(["command", "old, s", "new, s", "old / new, faster above 1"], rows))
 
 
 if __name__ == "__main__":

@@ -18,17 +18,15 @@ taskset and git; takes about a minute a workload and commit at 200,000
 records. ``bash scripts/nox.sh -s dev`` makes ``.venv``.
 """
 
-import argparse
-import contextlib
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _builds import builds, commits_parser
+from _report import markdown_table
 
 #: The workloads, on a database of N keys of 16 bytes with values of 100.
 WORKLOADS = ("fill", "read_sequential", "read_random", "delete", "reopen")
@@ -70,60 +68,6 @@ shutil.rmtree(place)
 """
 
 
-def checkout(commit, place):
-    """A worktree of ``commit`` in ``place`` with the compiled kernel built in place."""
-    subprocess.run(
-        ["git", "-C", REPOSITORY, "worktree", "add", "--detach", "-f", place, commit],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [sys.executable, "setup.py", "build_ext", "--inplace"],
-        cwd=place,
-        check=True,
-        capture_output=True,
-    )
-    return os.path.join(place, "src")
-
-
-def remove_worktrees(place):
-    """Remove the worktrees ``checkout`` made in ``place`` (``old``, ``new``), and ``place``."""
-    for name in ("old", "new"):
-        if os.path.exists(os.path.join(place, name)):
-            subprocess.run(
-                ["git", "-C", REPOSITORY, "worktree", "remove", "--force",
-                 os.path.join(place, name)],
-                capture_output=True,
-            )
-    shutil.rmtree(place, ignore_errors=True)
-
-
-def commits_parser(description):
-    """An argument parser with the two commits every benchmark of two builds takes."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("old", help="the commit to compare against")
-    parser.add_argument("new", nargs="?", default="HEAD", help="the commit measured (HEAD)")
-    return parser
-
-
-@contextlib.contextmanager
-def builds(old, new):
-    """The commits ``old`` and ``new`` checked out and built in a temporary directory.
-
-    Yields ``(place, sources)``: the directory, for scratch files too,
-    and each build's ``src`` by name ("old", "new"). The worktrees and
-    the directory are removed at the end.
-    """
-    with tempfile.TemporaryDirectory() as place:
-        try:
-            yield place, {
-                name: checkout(commit, os.path.join(place, name))
-                for name, commit in (("old", old), ("new", new))
-            }
-        finally:
-            remove_worktrees(place)
-
-
 def instructions(source, workload, records):
     """Instructions callgrind counts for one run of ``workload`` with ``source`` imported."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -161,11 +105,11 @@ def main(argv=None):
         }
     print("Instructions at %d records (%s -> %s), less the base run:" % (
         args.records, args.old, args.new))
-    print("| workload | old | new | new / old |")
-    print("|---|---:|---:|---:|")
+    rows = []
     for workload in WORKLOADS:
         old, new = results["old"][workload], results["new"][workload]
-        print("| %s | %d | %d | %.4f |" % (workload, old, new, new / old))
+        rows.append([workload, "%d" % old, "%d" % new, "%.4f" % (new / old)])
+    print(markdown_table(["workload", "old", "new", "new / old"], rows))
 
 
 if __name__ == "__main__":

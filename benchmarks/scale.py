@@ -10,7 +10,7 @@ with the arguments after ``--``)::
 The data set is the one of a widely read account of GNU dbm at scale:
 the key ``b"123456789"`` has the value ``b"one hundred twenty-three
 million, four hundred fifty-six thousand, seven hundred eighty-nine"``
-(``number_words.py``). gdbm took 21 h 43 min to load 125,000,000 such
+(``_number_words.py``). gdbm took 21 h 43 min to load 125,000,000 such
 records, its insert rate falling from about 175,000/s to under 1,000/s.
 
 Phases, each measurement in a fresh process (``_scale_worker.py``):
@@ -68,7 +68,6 @@ cache.
 """
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -83,8 +82,9 @@ from time import perf_counter
 
 # benchmarks/ is on sys.path when run as a script
 import _pagecache
-from compare import command_line, cpu_model, filesystem_type
-from number_words import number_words
+from _number_words import number_words
+from _provenance import cpu_model, filesystem_type, quoted_command, run_date
+from _report import format_number, markdown_table, verdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "_scale_worker.py")
@@ -222,11 +222,6 @@ def readers_fit(one, directory_bytes):
     )
 
 
-def number(value):
-    """Format a count with thousands separators."""
-    return "{:,.0f}".format(value)
-
-
 def mebibytes(value):
     """Format bytes as MiB with one decimal."""
     return "{:,.1f}".format(value / MIB)
@@ -251,38 +246,28 @@ def duration(seconds):
     return "{:,.2f} s".format(seconds)
 
 
-def verdict(met):
-    """The "met" cell of a target: yes, or a bold no."""
-    return "yes" if met else "**no**"
-
-
-def markdown_table(header, rows):
-    """Return a Markdown table with all columns but the first right-aligned."""
-    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def doubling_rows(semidbm, gdbm):
     """The rows of the load table: one per doubling of semidbm, with gdbm's beside it."""
     theirs_by_mark = {row["mark"]: row for row in gdbm["rows"]} if gdbm else {}
     rows = []
     for row in semidbm["rows"]:
         cells = [
-            number(row["records"]),
+            format_number(row["records"]),
             "{:.2f}".format(row["seconds"]),
-            number(row["rate"]),
-            number(row["cpu_rate"]),
+            format_number(row["rate"]),
+            format_number(row["cpu_rate"]),
             mebibytes(row["anonymous_bytes"]),
             "{:.1f}".format(row["anonymous_bytes"] / row["records"]),
             mebibytes(row["file_bytes"]),
         ]
         theirs = theirs_by_mark.get(row["mark"])
         if theirs is not None:
-            stopped = " (stopped at %s)" % number(theirs["records"]) if theirs["partial"] else ""
+            stopped = (
+                " (stopped at %s)" % format_number(theirs["records"]) if theirs["partial"] else ""
+            )
             cells += [
                 "{:.2f}".format(theirs["seconds"]) + stopped,
-                number(theirs["rate"]),
+                format_number(theirs["rate"]),
                 mebibytes(theirs["file_bytes"]),
             ]
         elif gdbm:
@@ -476,8 +461,8 @@ def target_rows(figures):
     table.append(
         [
             "random reads, one reader (median)",
-            ">= %s/s" % number(TARGET_READS_PER_SECOND),
-            "%s/s" % number(rate),
+            ">= %s/s" % format_number(TARGET_READS_PER_SECOND),
+            "%s/s" % format_number(rate),
             verdict(rate >= TARGET_READS_PER_SECOND),
         ]
     )
@@ -625,8 +610,8 @@ def read_lines(args, figures):
         one = round_["one"]
         cells = [
             str(number_of_round),
-            number(one["reads_per_second"]),
-            number(one["reads_per_cpu_second"]),
+            format_number(one["reads_per_second"]),
+            format_number(one["reads_per_cpu_second"]),
             duration(one["open_seconds"]),
         ]
         readers = round_["readers"]
@@ -634,11 +619,11 @@ def read_lines(args, figures):
         if readers:
             span, overlap = figures.span(readers)
             cells += [
-                " / ".join(number(r["reads_per_second"]) for r in readers),
-                number(statistics.mean(r["reads_per_cpu_second"] for r in readers)),
+                " / ".join(format_number(r["reads_per_second"]) for r in readers),
+                format_number(statistics.mean(r["reads_per_cpu_second"] for r in readers)),
                 " / ".join(duration(r["open_seconds"]) for r in readers),
-                "not at once" if together is None else number(together),
-                number(figures.overall(readers)),
+                "not at once" if together is None else format_number(together),
+                format_number(figures.overall(readers)),
                 "{:.0f}% of {}".format(100 * overlap, duration(span)),
                 "" if together is None else "{:.2f}".format(together / one["reads_per_second"]),
             ]
@@ -649,8 +634,10 @@ def read_lines(args, figures):
     rows.append(
         [
             "median",
-            number(statistics.median(figures.one_rates())),
-            number(statistics.median(r["one"]["reads_per_cpu_second"] for r in figures.rounds)),
+            format_number(statistics.median(figures.one_rates())),
+            format_number(
+                statistics.median(r["one"]["reads_per_cpu_second"] for r in figures.rounds)
+            ),
             duration(statistics.median(r["one"]["open_seconds"] for r in figures.rounds)),
             "",
             "",
@@ -679,7 +666,7 @@ def read_lines(args, figures):
         "would show fewer with four at once than with one. On a machine shared with other "
         "work one reader may get less than a whole CPU where four get a larger share "
         "together, so that the ratio can pass the number of CPUs."
-        % (number(args.reads), READERS, number(READ_CHUNK), READERS),
+        % (format_number(args.reads), READERS, format_number(READ_CHUNK), READERS),
         "",
         markdown_table(
             ["round", "one reader reads/s", "reads/CPU s", "open",
@@ -714,7 +701,7 @@ def compaction_lines(compacted):
                 [
                     "{:.2f}".format(compacted["open_seconds"]),
                     "{:.2f}".format(compacted["seconds"]),
-                    number(compacted["progress_calls"]),
+                    format_number(compacted["progress_calls"]),
                     mebibytes(compacted["peak_copy_bytes"]),
                     mebibytes(compacted["file_bytes_before"]),
                     mebibytes(compacted["file_bytes_after"]),
@@ -755,7 +742,7 @@ def load_lines(args, semidbm, gdbm):
         % (
             semidbm["close_seconds"],
             load_total,
-            number(rows[-1]["records"] / load_total),
+            format_number(rows[-1]["records"] / load_total),
             mebibytes(semidbm["file_bytes"]),
             "no index file written"
             if index_bytes is None
@@ -769,12 +756,12 @@ def load_lines(args, semidbm, gdbm):
             lines.append(
                 "- dbm.gnu: stopped at the time limit of %g s of load time, after %s records "
                 "(%s records/s in its last, partial doubling)."
-                % (args.gdbm_seconds, number(last["records"]), number(last["rate"]))
+                % (args.gdbm_seconds, format_number(last["records"]), format_number(last["rate"]))
             )
         else:
             lines.append(
                 "- dbm.gnu: loaded all %s records in %.1f s; `close()` took %.2f s."
-                % (number(last["records"]), last["seconds"], gdbm["close_seconds"])
+                % (format_number(last["records"]), last["seconds"], gdbm["close_seconds"])
             )
     else:
         lines.append("- dbm.gnu: not run (`--gdbm-seconds 0`).")
@@ -786,11 +773,10 @@ def report(args, directory, results, notes):
     figures = Figures(args, results["semidbm"], results["cold"], results["rounds"])
     memory = meminfo("MemTotal")
     lines = [
-        "# Scale benchmark: %s records" % number(args.records),
+        "# Scale benchmark: %s records" % format_number(args.records),
         "",
-        "- Command, from the repository's top directory: `%s`"
-        % shlex.join(command_line(sys.orig_argv)),
-        "- Date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "- Command, from the repository's top directory: `%s`" % quoted_command(),
+        "- Date: %s" % run_date(),
         "- Machine: %s, %d CPUs, %s of memory, %s"
         % (
             cpu_model(),
@@ -819,7 +805,7 @@ def report(args, directory, results, notes):
         "",
         "Set for %s records on a 2-core, 24 GiB machine; on another count the load and "
         "close time targets are scaled to it, the others hold as they are. Times are the "
-        "medians over the rounds, memory the largest." % number(TARGET_RECORDS),
+        "medians over the rounds, memory the largest." % format_number(TARGET_RECORDS),
         "",
         markdown_table(["", "target", "this run", "met"], target_rows(figures)),
         "",

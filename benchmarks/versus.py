@@ -2,7 +2,7 @@
 
 Where ``instructions.py`` counts instructions, this times wall clock:
 for each commit it checks out a worktree and builds the compiled kernel
-there (``instructions.checkout``), then runs ``_worker.py``'s semidbm
+there (``_builds.checkout``), then runs ``_worker.py``'s semidbm
 contender with each build in turn (old, new, old, new, ...), each run a
 fresh process on the same data, for ``--repeat`` repetitions. The table
 gives each workload's median rate (or time) per commit and the median of
@@ -17,7 +17,7 @@ slow path of an open: ``reopen_seconds`` goes through the index).
 
 NEW defaults to the working tree as committed at HEAD. Preset a is
 1,000,000 keys of 16 bytes with values of 100 bytes, b 1,000 keys with
-values of 100,000 bytes (see ``compare.py``).
+values of 100,000 bytes (``_presets.PRESETS``).
 """
 
 import json
@@ -27,17 +27,24 @@ import subprocess
 import sys
 import tempfile
 
-from instructions import builds, commits_parser  # benchmarks/ is on sys.path as a script
+from _builds import builds, commits_parser
+from _presets import KEY_SIZE, PRESETS
+from _report import markdown_table
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 
-#: Keys, value size and key size of each preset (as compare.py has them).
-PRESETS = {"a": (1_000_000, 100, 16), "b": (1_000, 100_000, 16)}
+#: The presets this runs: preset a's many small records, or b's large values.
+CHOICES = ("a", "b")
+
+
+def sizes(preset):
+    """The keys, value size and key size of ``preset``."""
+    return PRESETS[preset].keys, PRESETS[preset].value_size, KEY_SIZE
 
 
 def run_worker(source, preset, seed):
     """One run of the semidbm contender with the kernel built in ``source``: its JSON result."""
-    keys, value_size, key_size = PRESETS[preset]
+    keys, value_size, key_size = sizes(preset)
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
             [sys.executable, WORKER, "semidbm", "--keys", str(keys), "--value-size",
@@ -94,13 +101,13 @@ def figures(result):
 
 def main(argv=None):
     parser = commits_parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="a")
+    parser.add_argument("--preset", choices=CHOICES, default="a")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     runs = {"old": [], "new": []}
     with builds(args.old, args.new) as (place, sources):
         unindexed = os.path.join(place, "unindexed")
-        python_with(sources["new"], MAKE_UNINDEXED, unindexed, *PRESETS[args.preset])
+        python_with(sources["new"], MAKE_UNINDEXED, unindexed, *sizes(args.preset))
         for repetition in range(args.repeat):
             for name in ("old", "new"):
                 found = figures(run_worker(sources[name], args.preset, repetition))
@@ -108,8 +115,7 @@ def main(argv=None):
                 runs[name].append(found)
     print("Preset %s, %s -> %s, medians of %d interleaved repetitions:" % (
         args.preset, args.old, args.new, args.repeat))
-    print("| workload | old | new | new / old, faster above 1 |")
-    print("|---|---:|---:|---:|")
+    rows = []
     for workload in runs["old"][0]:
         old = [run[workload] for run in runs["old"]]
         new = [run[workload] for run in runs["new"]]
@@ -117,8 +123,9 @@ def main(argv=None):
         ratios = [
             (o / n) if workload.endswith("_seconds") else (n / o) for o, n in zip(old, new)
         ]
-        print("| %s | %.4g | %.4g | %.3f |" % (
-            workload, statistics.median(old), statistics.median(new), statistics.median(ratios)))
+        rows.append([workload, "%.4g" % statistics.median(old), "%.4g" % statistics.median(new),
+                     "%.3f" % statistics.median(ratios)])
+    print(markdown_table(["workload", "old", "new", "new / old, faster above 1"], rows))
 
 
 if __name__ == "__main__":

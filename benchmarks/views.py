@@ -7,7 +7,7 @@ Usage (``.venv`` is made by ``bash scripts/nox.sh -s dev``)::
 Three measurements, each way (a view, or the bytes ``db[key]`` returns)
 doing the same work with what it got:
 
-- touch: preset b's data (``compare.PRESETS["b"]``: 1,000 keys of
+- touch: preset b's data (``_presets.PRESETS["b"]``: 1,000 keys of
   100,000-byte values, made by ``_worker.make_data``), read in key
   order; each value has one byte read in every 4 KiB page (a slice with
   that step, copied: what a header parser or ``numpy.frombuffer``
@@ -42,7 +42,8 @@ from time import perf_counter
 import _pagecache
 import _shelf_worker
 import _worker
-from compare import PRESETS
+from _presets import KEY_SIZE, PRESETS
+from _report import markdown_table
 
 import semidbm
 
@@ -192,11 +193,12 @@ def table(rows, repeat, values, objects):
         % (values[0], values[1], objects, _shelf_worker.LARGE_SIZE,
            "" if _pagecache.COLD else " (no posix_fadvise: \"cold\" ran warm)"),
         "",
-        "| measurement | db[key], ms/pass | view, ms/pass | db[key] time / view time |",
-        "|---|---:|---:|---:|",
+        markdown_table(
+            ["measurement", "db[key], ms/pass", "view, ms/pass", "db[key] time / view time"],
+            [[name, "%.2f" % copy, "%.2f" % view, "%.2fx" % ratio]
+             for name, (copy, view, ratio) in rows.items()],
+        ),
     ]
-    for name, (copy, view, ratio) in rows.items():
-        lines.append("| %s | %.2f | %.2f | %.2fx |" % (name, copy, view, ratio))
     met = rows["touch"][2] >= TOUCH_TARGET
     lines += ["", "touch target (at least %dx): %s" % (TOUCH_TARGET, "met" if met else "MISSED")]
     return "\n".join(lines)
@@ -216,7 +218,7 @@ def main(argv=None):
     count = preset.quick_keys if args.quick else preset.keys
     objects = args.objects or (10 if args.quick else DEFAULT_OBJECTS)
     min_seconds = 0.01 if args.quick else MIN_SECONDS
-    keys, values, _ = _worker.make_data(count, 16, preset.value_size, 0)
+    keys, values, _ = _worker.make_data(count, KEY_SIZE, preset.value_size, 0)
     with tempfile.TemporaryDirectory() as place:
         places = (os.path.join(place, "values"), os.path.join(place, "objects"))
         fill_values(places[0], keys, values)

@@ -6,6 +6,7 @@ plain names, as it does when run with its folder on ``sys.path``.
 
 import importlib.util
 import pathlib
+import sys
 
 #: The benchmarks' directory.
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
@@ -16,10 +17,14 @@ SCRIPTS = BENCHMARKS.parent / "scripts"
 def load(name, module_name=None, folder=BENCHMARKS):
     """``FOLDER/NAME.py`` as a module (named ``module_name``, by default ``name``).
 
-    A script that imports its neighbours needs its folder on ``sys.path``
-    first (``monkeypatch.syspath_prepend``).
+    Its folder is on ``sys.path`` while it loads, as when it runs as a
+    script, so that it imports its neighbours (the underscore modules).
     """
     spec = importlib.util.spec_from_file_location(module_name or name, folder / (name + ".py"))
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
     return module

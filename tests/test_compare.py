@@ -25,6 +25,9 @@ _BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
 compare = benchmark_scripts.load("compare")
+compare_report = benchmark_scripts.load("_compare_report")
+presets = benchmark_scripts.load("_presets")
+report = benchmark_scripts.load("_report")
 pagecache = benchmark_scripts.load("_pagecache")
 
 
@@ -34,7 +37,7 @@ def run(ops, reopen=None):
 
 
 def results(runs, targets=(), strict=False):
-    preset = compare.Preset("t", "test", "_worker.py", list(runs), ["w"], list(targets), strict)
+    preset = presets.Preset("t", "test", "_worker.py", list(runs), ["w"], list(targets), strict)
     return compare.Results(preset, runs, {})
 
 
@@ -67,7 +70,7 @@ def test_targets_report_met_and_missed():
         {"semidbm": [run(30)], "slow": [run(10)], "fast": [run(60)]},
         targets=[("w", "slow", 3), ("w", "fast", 1), ("w", "gone", 1)],
     )
-    rows = target_rows(compare.targets_section(got))
+    rows = target_rows(compare_report.targets_section(got))
     assert rows[0].endswith("| 3.00x | yes |")
     assert rows[1].endswith("| 0.500x | **no** |")
     assert "not measured" in rows[2]
@@ -75,7 +78,7 @@ def test_targets_report_met_and_missed():
 
 def test_strict_targets_need_more_than_the_factor():
     got = results({"semidbm": [run(10)], "same": [run(10)]}, [("w", "same", 1)], strict=True)
-    assert target_rows(compare.targets_section(got))[0].endswith("| 1.00x | **no** |")
+    assert target_rows(compare_report.targets_section(got))[0].endswith("| 1.00x | **no** |")
 
 
 def test_every_preset_target_names_a_contender_and_workload_of_its_preset():
@@ -110,16 +113,16 @@ def test_dropping_the_cache_keeps_the_contents(tmp_path):
 
 
 def test_times_says_how_many_times_faster_or_slower():
-    assert compare.times(2.5) == "2.50x faster"
-    assert compare.times(0.25) == "4.00x slower"
-    assert compare.times(1) == "1.00x faster"
-    assert compare.times(382.4) == "382x faster"
+    assert report.times(2.5) == "2.50x faster"
+    assert report.times(0.25) == "4.00x slower"
+    assert report.times(1) == "1.00x faster"
+    assert report.times(382.4) == "382x faster"
 
 
 def test_aligned_blocks_fit_the_width_and_repeat_the_row_names():
     header = ["workload", "first-contender", "second-contender", "third-contender"]
     rows = [["fill", "2.00x faster", "31572x faster", "n/a"], ["read_random", "1", "22", "333"]]
-    lines = compare.aligned_blocks(header, rows, 50)
+    lines = report.aligned_blocks(header, rows, 50)
     assert all(len(line) <= 50 for line in lines)
     blocks = "\n".join(lines).split("\n\n")
     assert len(blocks) == 2
@@ -137,7 +140,7 @@ def classic_run(ops, reopen, keys):
 
 
 def classic_results(runs, absent=None):
-    preset = compare.Preset("t", "test", "_worker.py", list(runs) + list(absent or {}), ["w"], [])
+    preset = presets.Preset("t", "test", "_worker.py", list(runs) + list(absent or {}), ["w"], [])
     return compare.Results(preset, runs, absent or {})
 
 
@@ -166,24 +169,24 @@ def test_the_summary_sets_semidbm_against_each_contender_and_names_the_report():
     assert lines[-1] == "Full report: " + os.path.join(
         "results", "bench", "2026-01-01-000000", "preset-t.md"
     )
-    assert all(len(line) <= compare.SUMMARY_WIDTH for line in lines[:-1])
+    assert all(len(line) <= compare_report.SUMMARY_WIDTH for line in lines[:-1])
 
 
 def test_the_summary_of_every_classic_contender_fits_the_width():
     # Ratios up to about 10**9, the widest cells the table could get.
     preset = compare.PRESETS["small"]
     runs = {}
-    for number, name in enumerate(compare.CLASSIC_CONTENDERS):
+    for number, name in enumerate(presets.CLASSIC_CONTENDERS):
         run = classic_run(None, 0.001, 100)
         run["ops_per_sec"] = dict.fromkeys(preset.workloads, 31572.0 ** (number % 3))
         runs[name] = [run]
     got = compare.Results(preset, runs, {})
     lines = compare.summary(got, summary_settings(), os.path.join(compare.RESULTS, "x.md"))
-    assert all(len(line) <= compare.SUMMARY_WIDTH for line in lines[:-1])
+    assert all(len(line) <= compare_report.SUMMARY_WIDTH for line in lines[:-1])
     # Every other contender has a column, in some block.
     headers = [line.split() for line in lines if line.startswith("workload")]
     assert len(headers) > 1
-    assert [name for header in headers for name in header[1:]] == compare.CLASSIC_CONTENDERS[1:]
+    assert [name for header in headers for name in header[1:]] == presets.CLASSIC_CONTENDERS[1:]
 
 
 def test_a_contender_on_fewer_keys_is_named_and_its_reopen_has_no_ratio():
@@ -196,8 +199,8 @@ def test_a_contender_on_fewer_keys_is_named_and_its_reopen_has_no_ratio():
     lines = compare.summary(got, summary_settings(repeat=1), "x.md")
     assert "Slow contenders ran on fewer keys: diskcache 100." in lines
     assert any("the ratio of one repetition" in line for line in lines)
-    assert compare.chart_bars(got, "w") == [("diskcache (100 keys)", 10)]
-    assert compare.chart_bars(got, "reopen") == []
+    assert compare_report.chart_bars(got, "w") == [("diskcache (100 keys)", 10)]
+    assert compare_report.chart_bars(got, "reopen") == []
 
 
 def test_slow_contenders_run_on_their_key_limit_unless_all_keys():
@@ -348,7 +351,7 @@ def test_a_python_without_dbm_sqlite3_is_reported_missing(monkeypatch):
 
 def test_a_contender_whose_python_is_missing_is_reported_in_every_table(monkeypatch, tmp_path):
     monkeypatch.setenv("SEMIDBM_SQLITE3_PYTHON", str(tmp_path / "no-python"))
-    preset = compare.Preset("t", "test", "_worker.py", ["dbm.sqlite3"], ["w"], [])
+    preset = presets.Preset("t", "test", "_worker.py", ["dbm.sqlite3"], ["w"], [])
     settings = argparse.Namespace(
         keys=10, key_size=16, value_size=10, all_keys=False, quick=False, repeat=2
     )
@@ -357,7 +360,7 @@ def test_a_contender_whose_python_is_missing_is_reported_in_every_table(monkeypa
     assert got.absent["dbm.sqlite3"].startswith("missing: no interpreter at ")
     assert "SEMIDBM_SQLITE3_PYTHON" in got.absent["dbm.sqlite3"]
     assert got.missing_cell("dbm.sqlite3") == "missing"
-    section = "\n".join(compare.contenders_section(got))
+    section = "\n".join(compare_report.contenders_section(got))
     assert "| dbm.sqlite3 | missing: no interpreter at " in section
 
 

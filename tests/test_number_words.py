@@ -1,4 +1,4 @@
-"""The scale benchmark's values: numbers in American English words (benchmarks/number_words.py)."""
+"""The scale benchmark's values: numbers in American English words (benchmarks/_number_words.py)."""
 
 import importlib.util
 import pathlib
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-_PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "number_words.py"
-_SPEC = importlib.util.spec_from_file_location("number_words", _PATH)
+_PATH = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "_number_words.py"
+_SPEC = importlib.util.spec_from_file_location("_number_words", _PATH)
 number_words_module = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(number_words_module)
 number_words = number_words_module.number_words

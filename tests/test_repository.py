@@ -17,7 +17,6 @@ are skipped, saying why.
 """
 
 import argparse
-import importlib.util
 import os
 import re
 import shutil
@@ -25,6 +24,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from . import benchmark_scripts
 
 #: The top directory of the checkout these tests run from.
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,16 +150,14 @@ def test_the_pattern_takes_whole_paths_only():
 
 def load_compare():
     """``benchmarks/compare.py`` as a module (it is a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("compare", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("compare")
 
 
 def test_the_benchmark_report_quotes_its_command_from_the_top_directory(monkeypatch, tmp_path):
     # The command as typed with absolute paths, from another directory: the
     # report must quote it relative to the repository's top directory.
     compare = load_compare()
+    compare_report = benchmark_scripts.load("_compare_report")
     top = Path(compare.REPO)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(
@@ -175,7 +174,7 @@ def test_the_benchmark_report_quotes_its_command_from_the_top_directory(monkeypa
     )
     settings = argparse.Namespace(keys=10, key_size=16, value_size=100, quick=True, repeat=1)
 
-    lines = compare.header(compare.PRESETS["a"], settings, "0000000")
+    lines = compare_report.header(compare.PRESETS["a"], settings, "0000000")
 
     command = [line for line in lines if line.startswith("- Command:")]
     assert command == [
