@@ -314,7 +314,7 @@ def test_the_constants_are_the_documents():
 
 
 def test_the_format_helper_builds_indexes_it_finds_valid():
-    """support/index_format.py itself: what it builds passes its checks, and damage does not."""
+    """index_format itself: what it builds passes its own checks, and damage does not."""
     records = b"".join([put_record(b"k%d" % i, b"v" * i) for i in range(50)]
                        + [delete_record(b"k3"), put_record(b"k4", b"new")])
     data = fmt.new_log() + records
@@ -1395,7 +1395,7 @@ def test_a_forged_covered_length_with_samples_to_match(copied, large, where, no_
     "layout", ["as a writer makes it", "three times the slots", "a first part of the log"]
 )
 def test_an_index_built_from_the_document_alone_is_used(copied, large, layout):
-    """An index made by support/index_format.py from FORMAT.md only (hash, probe, samples, CRCs)."""
+    """An index made by index_format, from FORMAT.md only (hash, probe, samples, CRCs)."""
     if layout == "a first part of the log":
         covered = max(b for b in fmt.boundaries(large.data) if b <= large.size * 2 // 3)
         index = fmt.build(large.data, covered=covered, seed=0xDEADBEEF)

@@ -26,7 +26,7 @@ and then close or compact, so the kill lands in the index write. Each
 check also reads the database with the pure-Python kernel, which never
 uses the index, and requires the same contents; requires that an
 ``index`` left by the kill is valid for the data file as it is
-(tests/index_format.py checks it against docs/FORMAT.md); and requires
+(tests/support/index_format.py checks it against docs/FORMAT.md); and requires
 that the next writer removes a leftover ``index.new``.
 
 The ``batch`` workload writes a database of format 2 mostly in batches

@@ -393,7 +393,7 @@ class IndexBase:
 
     Its log has overwrites and deletes before ``covered`` and a tail
     after it (written after the compaction that wrote the index). The
-    compiled kernel's index must be valid (tests/index_format.py checks
+    compiled kernel's index must be valid (tests/support/index_format.py checks
     it against the document); the base then holds the same index built
     with a fixed seed, so that an input does the same in every process
     (a compaction draws a new seed each time).

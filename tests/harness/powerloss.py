@@ -375,7 +375,7 @@ def index_trusted(index, data):
 def index_problems(index, data):
     """What ``index`` breaks of docs/FORMAT.md for the data file ``data`` (an empty list: valid).
 
-    ``tests/index_format.py`` reads both files from the document alone:
+    ``tests/support/index_format.py`` reads both files from the document alone:
     layout, every checksum, the samples, and that the slots are exactly
     the live keys of the log up to ``covered``, each at its last put.
     """
