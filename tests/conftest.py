@@ -17,11 +17,18 @@ of both side by side, all stay.
 """
 
 import functools
+import mmap
 import os
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
+import semidbm
 from semidbm import _kernel, db
+
+from .support.cli import FILLED, SCRIPT
 
 #: True when testing an install built without the compiled kernel.
 NO_EXTENSIONS = os.environ.get("SEMIDBM_NO_EXTENSIONS", "") not in ("", "0")
@@ -52,6 +59,55 @@ def dbopen(kernel):
 def dbpath(tmp_path):
     """A path where no database exists yet."""
     return tmp_path / "test.db"
+
+
+@pytest.fixture(params=["script", "module"])
+def tool(request):
+    """The command line that starts the tool: the installed script, or the module."""
+    if request.param == "script":
+        assert os.path.isfile(SCRIPT), "the console script is not installed (pip install -e .)"
+        return [SCRIPT]
+    return [sys.executable, "-m", "semidbm"]
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A database with a few keys, one binary."""
+    path = tmp_path / "filled.db"
+    with semidbm.open(path, "c") as database:
+        database.update(FILLED)
+    return path
+
+
+@pytest.fixture
+def two_gib_view(tmp_path):
+    """A bytes-like object of exactly 2 GiB, backed by a sparse file (no RAM)."""
+    path = tmp_path / "sparse"
+    with open(path, "wb") as handle:
+        handle.truncate(2**31)
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mapped)
+    yield view
+    view.release()
+    mapped.close()
+
+
+@pytest.fixture
+def small_disk():
+    """A 4 MiB tmpfs mounted for the test (needs root on Linux)."""
+    place = tempfile.mkdtemp(prefix="semidbm-disk-")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "semidbm-test", place], capture_output=True
+    ) if sys.platform.startswith("linux") and os.geteuid() == 0 else None
+    if mounted is None or mounted.returncode != 0:
+        os.rmdir(place)
+        pytest.skip("cannot mount a small tmpfs here: %s" % (mounted and mounted.stderr))
+    try:
+        yield place
+    finally:
+        subprocess.run(["umount", place], check=True)
+        os.rmdir(place)
 
 
 def kernel_name(kernel):

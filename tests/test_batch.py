@@ -28,8 +28,8 @@ from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
 from .harness import crash, powerloss
-from .log_support import log_start, records_after_start
-from .test_power_loss import _remove, needs_fuse
+from .support.log import log_start, records_after_start
+from .support.power_loss import needs_fuse, remove_scratch
 
 HEADER_1_1 = b"SEMI" + struct.pack("!HH", 1, 1)
 HEADER_2_0 = b"SEMI" + struct.pack("!HH", 2, 0)
@@ -683,5 +683,5 @@ def test_the_power_loss_harness_catches_batches_taken_without_their_checksum(tmp
                           powerloss.SAFE_RULES + powerloss.HAZARD_RULES, random.Random(1),
                           samples=4, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     assert checker.failures, checker.counts

@@ -26,20 +26,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _kernel, _messages, db
+from semidbm import _messages, db
 from semidbm.format import INDEX_NAME
 
-from . import index_support as fmt
-from . import test_mapping
 from .conftest import IMPLEMENTATIONS, compiled_only, kernel_name
-from .log_support import data_records
-from .test_concurrency import check_models_stored, run_beside_a_maintainer
-from .test_kernels import directory_contents
-
-KERNELS = {name: _kernel.load(name) for name in IMPLEMENTATIONS}
-
-#: A bytes-like object of 2 GiB (a fixture).
-two_gib_view = test_mapping.two_gib_view
+from .support import index_format as fmt
+from .support.kernels import KERNELS
+from .support.log import data_records, directory_contents
+from .support.threads import check_models_stored, run_beside_a_maintainer
 
 
 @pytest.fixture

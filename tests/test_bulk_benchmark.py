@@ -9,7 +9,7 @@ import pytest
 
 import semidbm
 
-from . import benchmark_scripts
+from .support import benchmark_scripts
 
 _BENCHMARKS = benchmark_scripts.BENCHMARKS
 

@@ -17,7 +17,7 @@ refused index), its close (the compiled kernel writes a new index) and
 a compaction, every answer compared with a full replay of the data file
 alone (the pure kernel, which never reads an index, on a copy of
 ``data`` in a directory of its own). semidbm 0.5.1's ``'n'``,
-compaction and appends run in its interpreter (v051_support).
+compaction and appends run in its interpreter (tests/support/v051.py).
 """
 
 import os
@@ -36,8 +36,8 @@ from semidbm import _checkpoint, _files, _index_file, _kernel, _settings, db
 from semidbm.format import DATA_NAME, DISK_SECTOR, HEADER_SIZE, INDEX_NAME
 
 from .conftest import compiled_only
-from .log_support import checkpoints_in, ending_checkpoint, first_checkpoint
-from .v051_support import apply_v051
+from .support.log import checkpoints_in, ending_checkpoint, first_checkpoint
+from .support.v051 import apply_v051
 
 PURE = _kernel.load("python")
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from . import benchmark_scripts
+from .support import benchmark_scripts
 
 if not (benchmark_scripts.SCRIPTS / "ci.py").exists():
     # The suite run from an sdist or a wheel's copy of the tests has no scripts/.

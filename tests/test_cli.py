@@ -8,7 +8,6 @@ import os
 import pty
 import re
 import subprocess
-import sys
 
 import pytest
 
@@ -17,17 +16,17 @@ from semidbm import _checkpoint
 from semidbm._progress import quantity
 from semidbm.format import HEADER_SIZE
 
-from .log_support import CHECKPOINT_RECORDS
-from .test_format import put_record
-from .test_migrate import (
+from .support.cli import FILLED, one_error_line, run
+from .support.log import CHECKPOINT_RECORDS
+from .support.migration import (
     INTO_THE_DATABASE,
     SQLITEDICT_TABLE,
     files_of,
     make_sqlite,
     output_into_database,
 )
+from .support.records import put_record
 
-SCRIPT = os.path.join(os.path.dirname(sys.executable), "semidbm")
 COMMANDS = [
     "stats",
     "get",
@@ -41,50 +40,6 @@ COMMANDS = [
     "import",
     "bench",
 ]
-
-
-@pytest.fixture(params=["script", "module"])
-def tool(request):
-    """The command line that starts the tool: the installed script, or the module."""
-    if request.param == "script":
-        assert os.path.isfile(SCRIPT), "the console script is not installed (pip install -e .)"
-        return [SCRIPT]
-    return [sys.executable, "-m", "semidbm"]
-
-
-def run(tool, *args, input=None, stderr=subprocess.PIPE, env=None):
-    """Run the tool with ``args``; stdout and stderr are bytes."""
-    return subprocess.run(
-        tool + [os.fspath(arg) for arg in args],
-        input=input,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        env=env,
-        timeout=120,
-    )
-
-
-def one_error_line(result, status=1):
-    """Check that the tool failed with ``status`` and one line on stderr; return the line."""
-    assert result.returncode == status, result
-    lines = result.stderr.decode().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in lines[0]
-    assert lines[0].startswith("semidbm")
-    return lines[0]
-
-
-#: The records of the ``filled`` database.
-FILLED = {b"alpha": b"1", b"beta": b"two", b"bin\x00\xff": b"\x00\x01\x02"}
-
-
-@pytest.fixture
-def filled(tmp_path):
-    """A database with a few keys, one binary."""
-    path = tmp_path / "filled.db"
-    with semidbm.open(path, "c") as database:
-        database.update(FILLED)
-    return path
 
 
 def test_help_lists_every_command_and_version(tool):

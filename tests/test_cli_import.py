@@ -25,13 +25,9 @@ import semidbm
 from semidbm import _batch, cli, db, migrate
 from semidbm.format import EMPTY_RECORD_SIZE
 
-from . import test_cli
 from .conftest import kernel_name
-from .test_cli import FILLED, one_error_line, run
-from .test_migrate import files_of
-
-#: test_cli's fixtures: the command line of the tool (script and module), a small database.
-tool, filled = test_cli.tool, test_cli.filled
+from .support.cli import FILLED, one_error_line, run
+from .support.migration import files_of
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and limits")
 

@@ -11,7 +11,7 @@ from semidbm._settings import PROGRESS_STEP
 from semidbm.format import INDEX_NAME
 
 from .conftest import compiled_only
-from .log_support import records_after_start
+from .support.log import records_after_start
 
 #: Values big enough that the log spans many progress steps.
 VALUE_SIZE = 300_000

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from . import benchmark_scripts
+from .support import benchmark_scripts
 
 _BENCHMARKS = benchmark_scripts.BENCHMARKS
 

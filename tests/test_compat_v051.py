@@ -1,7 +1,7 @@
 """Compatibility with the original semidbm 0.5.1 from PyPI, in both directions.
 
 From 0.5.1: ``fixtures/v051/<case>.db`` are databases 0.5.1 wrote (built
-by ``fixtures/make_v051_fixtures.py`` from ``v051_cases.py``). Each opens
+by ``fixtures/make_v051_fixtures.py`` from ``support/v051_cases.py``). Each opens
 here, on every kernel, with exactly the contents its case says: torn
 tails and 0.5.1's stray delete records for missing keys included.
 
@@ -34,9 +34,9 @@ import pytest
 
 import semidbm
 
-from . import v051_cases
-from .log_support import records_after_start
-from .v051_support import v051_python
+from .support import v051_cases
+from .support.log import records_after_start
+from .support.v051 import v051_python
 
 CASES = v051_cases.CASES
 expected = v051_cases.expected

@@ -22,44 +22,15 @@ from semidbm import _compaction, _index_file, _lock, _pure, _settings, db
 from semidbm.format import INDEX_NAME
 
 from .conftest import kernel_name
-from .log_support import records_after_start
+from .support.child import PRELUDE, environment, run
+from .support.log import records_after_start
+from .support.threads import check_models_stored, run_beside_a_maintainer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="fork and signals are POSIX")
 #: Windows refuses to replace a file another process has open (docs/limits.md, "Windows").
 swap_under_readers = pytest.mark.skipif(
     os.name == "nt", reason="Windows cannot compact while a reader has the file open"
 )
-
-
-def environment(kernel):
-    """The environment that makes a child interpreter use ``kernel``."""
-    env = {k: v for k, v in os.environ.items() if k != "SEMIDBM_PURE_PYTHON"}
-    if kernel_name(kernel) == "python":
-        env["SEMIDBM_PURE_PYTHON"] = "1"
-    return env
-
-
-PRELUDE = """
-import os, sys, gc
-import semidbm
-assert semidbm.implementation == sys.argv[1], semidbm.implementation
-path = sys.argv[2]
-"""
-
-
-def run(kernel, script, path, **options):
-    """Run ``script`` (after PRELUDE) in a new interpreter; return the CompletedProcess."""
-    code = PRELUDE + textwrap.dedent(script)
-    result = subprocess.run(
-        [sys.executable, "-c", code, kernel_name(kernel), str(path)],
-        env=environment(kernel),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **options,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
 
 
 class Child:
@@ -365,46 +336,6 @@ def test_reader_leaves_a_write_in_progress_alone(dbopen, dbpath):
             assert again[b"k"] == b"x" * 0x200000
     finally:
         holder.release()
-
-
-def run_beside_a_maintainer(work, maintain, workers=4):
-    """Run ``work(number)`` in ``workers`` threads while ``maintain()`` runs again and again in
-    one more, until they are done; return the exceptions any of them raised (each thread
-    stops at its first)."""
-    errors = []
-    stop = threading.Event()
-
-    def guarded(function, *args):
-        try:
-            function(*args)
-        except BaseException as exc:
-            errors.append(exc)
-
-    def maintainer():
-        while not stop.is_set():
-            maintain()
-            stop.wait(0.001)  # a moment for the workers: a lock is no queue
-
-    threads = [threading.Thread(target=guarded, args=(work, n)) for n in range(workers)]
-    helper = threading.Thread(target=guarded, args=(maintainer,))
-    helper.start()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    stop.set()
-    helper.join()
-    return errors
-
-
-def check_models_stored(dbopen, dbpath, database, models):
-    """The database holds the items of the threads' ``models`` (keys of their own), also once
-    closed and opened again with every checksum read."""
-    expected = {key: value for model in models for key, value in model.items()}
-    assert dict(database.items()) == expected
-    database.close()
-    with dbopen(dbpath, verify_checksums=True) as again:
-        assert dict(again.items()) == expected
 
 
 def test_threads_sharing_one_database(dbopen, dbpath):

@@ -20,9 +20,9 @@ from semidbm import _kernel, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import COMPACT_NAME, HEADER, INDEX_NAME, INDEX_TEMP_NAME
 
-from . import index_support
 from .conftest import compiled_only, kernel_name
 from .harness import crash
+from .support import index_format
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
 
@@ -329,7 +329,7 @@ def test_kill_while_writing_an_index(dbpath, step, action):
         leftover = None
     data = (dbpath / "data").read_bytes()
     if INDEX_NAME in names:
-        assert index_support.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
+        assert index_format.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
     else:
         assert action == "compact", "a close never removes the index"
     for reader in (kernel, pure):
@@ -340,7 +340,7 @@ def test_kill_while_writing_an_index(dbpath, step, action):
         assert not (dbpath / INDEX_TEMP_NAME).exists(), "the writer removes the leftover"
         assert dict(database.items()) == expected
     data = (dbpath / "data").read_bytes()
-    assert index_support.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
+    assert index_format.problems((dbpath / INDEX_NAME).read_bytes(), data) == []
     with db.open_with(kernel, dbpath, "r") as database:
         assert database.index_covered == len(data)
         assert dict(database.items()) == expected

@@ -8,7 +8,7 @@ directories and permissions give clear errors and change nothing.
 Permission checks run as an unprivileged user (uid 65534) in a
 subprocess when the suite runs as root, since root bypasses permission
 bits; they are skipped, saying why, where that user can run no Python of
-this version that imports this semidbm (tests/unprivileged.py). The full
+this version that imports this semidbm (tests/support/unprivileged.py). The full
 disk is a small tmpfs, mounted when the suite may mount (root on Linux);
 the file-size limit is ``RLIMIT_FSIZE`` in a child.
 """
@@ -30,8 +30,8 @@ from semidbm import _kernel, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import COMPACT_NAME
 
-from . import unprivileged
 from .conftest import compiled_only, kernel_name
+from .support import unprivileged
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX limits and permissions")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -196,23 +196,6 @@ def test_file_size_limit_while_cutting_a_torn_tail(kernel, dbpath):
     assert kept.read_bytes() == TORN_TAIL
 
 
-@pytest.fixture
-def small_disk():
-    """A 4 MiB tmpfs mounted for the test (needs root on Linux)."""
-    place = tempfile.mkdtemp(prefix="semidbm-disk-")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "semidbm-test", place], capture_output=True
-    ) if sys.platform.startswith("linux") and os.geteuid() == 0 else None
-    if mounted is None or mounted.returncode != 0:
-        os.rmdir(place)
-        pytest.skip("cannot mount a small tmpfs here: %s" % (mounted and mounted.stderr))
-    try:
-        yield place
-    finally:
-        subprocess.run(["umount", place], check=True)
-        os.rmdir(place)
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_full_disk(kernel, small_disk, scenario):
     path = os.path.join(small_disk, "db")
@@ -276,7 +259,7 @@ except Exception as exc:
 def probe(kernel, path, flag, action="open"):
     """Open ``path`` with ``flag`` in a child (as nobody, if we are root) and do ``action``.
 
-    The test is skipped if nobody can run this Python (tests/unprivileged.py).
+    The test is skipped if nobody can run this Python (tests/support/unprivileged.py).
     """
     result = unprivileged.run(
         ["-c", PROBE, kernel_name(kernel), path, flag, action],

@@ -13,27 +13,8 @@ import semidbm
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import HEADER, INDEX_NAME
 
-from .log_support import log_start, records_after_start
-
-
-def put_record(key, value):
-    """A put record, built straight from FORMAT.md."""
-    crc = zlib.crc32(key + value) & 0xFFFFFFFF
-    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
-
-
-def delete_record(key):
-    """A delete record, built straight from FORMAT.md."""
-    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key) & 0xFFFFFFFF)
-
-
-def write_data(dbpath, *records, header=HEADER):
-    dbpath.mkdir()
-    (dbpath / "data").write_bytes(header + b"".join(records))
-
-
-def data_bytes(dbpath):
-    return (dbpath / "data").read_bytes()
+from .support.log import log_start, records_after_start
+from .support.records import data_bytes, delete_record, put_record, write_data
 
 
 def written_records(dbpath):

@@ -8,7 +8,7 @@ tests here check, on the kernel each case is about:
 - writing: the compiled kernel writes one at ``close()``/``sync()`` once
   the log it does not cover reaches the bound, and after every
   ``compact()``; the pure kernel never does; the file is the document's
-  (``index_support`` reads and writes it from the document alone, and an
+  (``support/index_format.py`` reads and writes it from the document alone, and an
   index it builds is used as the kernel's own);
 - the tail: writes, overwrites and deletes after the index, of keys it
   holds or not, replayed over it;
@@ -47,12 +47,13 @@ import semidbm
 from semidbm import _fields, _kernel, db
 from semidbm.format import EMPTY_RECORD_SIZE
 
-from . import index_support as fmt
 from .conftest import IMPLEMENTATIONS, compiled_only
-from .log_support import ending_checkpoint
-from .v051_support import apply_v051
+from .support import index_format as fmt
+from .support.log import ending_checkpoint
+from .support.v051 import apply_v051
 
-HERE = Path(__file__).resolve().parent
+#: The checkout's top directory, from which a child process imports ``tests.support``.
+ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
 #: The least uncovered log at which a writer writes a new index (a small database's bound).
 MIN_TAIL = 4 * MiB
@@ -313,7 +314,7 @@ def test_the_constants_are_the_documents():
 
 
 def test_the_format_helper_builds_indexes_it_finds_valid():
-    """index_support itself: what it builds passes its own checks, and damage does not."""
+    """index_format itself: what it builds passes its own checks, and damage does not."""
     records = b"".join([put_record(b"k%d" % i, b"v" * i) for i in range(50)]
                        + [delete_record(b"k3"), put_record(b"k4", b"new")])
     data = fmt.new_log() + records
@@ -1394,7 +1395,7 @@ def test_a_forged_covered_length_with_samples_to_match(copied, large, where, no_
     "layout", ["as a writer makes it", "three times the slots", "a first part of the log"]
 )
 def test_an_index_built_from_the_document_alone_is_used(copied, large, layout):
-    """An index made by index_support, from FORMAT.md only (hash, probe, samples, CRCs)."""
+    """An index made by index_format, from FORMAT.md only (hash, probe, samples, CRCs)."""
     if layout == "a first part of the log":
         covered = max(b for b in fmt.boundaries(large.data) if b <= large.size * 2 // 3)
         index = fmt.build(large.data, covered=covered, seed=0xDEADBEEF)
@@ -1445,7 +1446,7 @@ def test_a_reader_switches_to_a_newer_index_at_refresh(copied, large, install):
 READER_CHILD = r"""
 import os, random, select, sys
 sys.path.insert(0, sys.argv[3])
-import index_support as fmt
+from tests.support import index_format as fmt
 from semidbm import _kernel, db
 
 path = sys.argv[1]
@@ -1519,7 +1520,7 @@ def test_a_reader_in_another_process_while_indexes_are_installed(tmp_path):
     compiled = compiled_kernel()
     open_db(compiled, path, "c").close()
     child = subprocess.Popen(
-        [sys.executable, "-c", READER_CHILD, str(path), "7", str(HERE)],
+        [sys.executable, "-c", READER_CHILD, str(path), "7", str(ROOT)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     model = {}

@@ -23,7 +23,7 @@ import semidbm
 from semidbm import _checkpoint, _files, _index_file, _kernel, _settings, db
 from semidbm.format import DATA_NAME, HEADER_SIZE, INDEX_NAME, INDEX_TEMP_NAME
 
-from .log_support import first_checkpoint
+from .support.log import first_checkpoint
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file types and permissions")
 

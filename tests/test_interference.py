@@ -29,7 +29,6 @@ from semidbm._messages import CHANGED_DURING_ITERATION, SHRANK
 from semidbm._settings import MAX_BUFFER_SIZE
 
 from .conftest import compiled_only, kernel_name
-from .test_faults import small_disk  # noqa: F401  (a fixture)
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX signals, limits and renames")
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _checkpoint, _kernel, db
-from semidbm.format import HEADER, INDEX_NAME
+from semidbm import _checkpoint, db
+from semidbm.format import HEADER
 
-from .conftest import IMPLEMENTATIONS, compiled_only
-from .log_support import records_after_start
-
-KERNELS = {name: _kernel.load(name) for name in IMPLEMENTATIONS}
+from .conftest import compiled_only
+from .support.hostile import mutate, mutations, outcome, sample_file
+from .support.kernels import KERNELS
+from .support.log import directory_contents
+from .support.records import put_record
 
 keys = st.one_of(st.sampled_from([b"", b"a", b"key", "ключ", b"\x00\xff"]), st.binary(max_size=10))
 values = st.one_of(st.binary(max_size=200), st.text(max_size=20))
@@ -41,20 +42,6 @@ operations = st.lists(
     ),
     max_size=60,
 )
-
-
-def directory_contents(path):
-    """Every file in the database directory and its bytes, but the compiled kernel's index file.
-
-    The data file's bytes are those after its log start (checked), since
-    each log's id is random.
-    """
-    contents = {}
-    for name in sorted(set(os.listdir(path)) - {INDEX_NAME}):
-        with open(os.path.join(path, name), "rb") as handle:
-            contents[name] = handle.read()
-    contents["data"] = records_after_start(contents["data"])
-    return contents
 
 
 def replay(kernel, path, steps, buffer_size):
@@ -112,62 +99,6 @@ def test_same_operations_write_the_same_bytes(steps, buffer_size):
         assert results["python"] == results["cython"]
     finally:
         shutil.rmtree(place)
-
-
-def put_record(key, value):
-    crc = zlib.crc32(key + value)
-    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
-
-
-def sample_file():
-    """A small valid data file with puts, updates and deletes."""
-    records = [put_record(b"k%d" % i, b"v" * (i * 7 % 40)) for i in range(12)]
-    records.append(struct.pack("!ii", 2, -1) + b"k3" + struct.pack("!I", zlib.crc32(b"k3")))
-    records.append(put_record(b"k5", b"new"))
-    return HEADER + b"".join(records)
-
-
-mutations = st.one_of(
-    st.tuples(st.just("truncate"), st.integers(0, 10_000)),
-    st.tuples(st.just("flip"), st.integers(0, 10_000), st.integers(0, 7)),
-    st.tuples(st.just("int32"), st.integers(0, 10_000), st.integers(-(2**31), 2**31 - 1)),
-    st.tuples(st.just("insert"), st.integers(0, 10_000), st.binary(min_size=1, max_size=16)),
-)
-
-
-def mutate(data, changes):
-    data = bytearray(data)
-    for change in changes:
-        position = change[1] % (len(data) + 1)
-        if change[0] == "truncate":
-            del data[position:]
-        elif change[0] == "flip" and position < len(data):
-            data[position] ^= 1 << change[2]
-        elif change[0] == "int32":
-            data[position : position + 4] = struct.pack("!i", change[2])
-        elif change[0] == "insert":
-            data[position:position] = change[2]
-    return bytes(data)
-
-
-def outcome(kernel, path, recover, buffer_size):
-    """What opening and reading a possibly hostile file gives: contents or the error."""
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            database = db.open_with(
-                kernel, path, "r", verify_checksums=True, recover=recover, buffer_size=buffer_size
-            )
-    except semidbm.DBMLoadError as exc:
-        return ("load error", str(exc))
-    with database:
-        items = {}
-        for key in database.keys():
-            try:
-                items[key] = database[key]
-            except semidbm.DBMChecksumError as exc:
-                items[key] = ("checksum error", str(exc))
-    return ("opened", [str(w.message) for w in caught], items)
 
 
 @compiled_only

@@ -24,8 +24,8 @@ from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DISK_PAGE, DISK_SECTOR, HEADER
 
 from .conftest import compiled_only
-from .log_support import records_after_start
-from .test_format import data_bytes, delete_record, put_record, write_data
+from .support.log import records_after_start
+from .support.records import data_bytes, delete_record, put_record, write_data
 
 EMPTY = put_record(b"", b"")
 SYNCED = put_record(b"a", b"synced") + put_record(b"", b"was synced")

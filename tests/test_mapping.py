@@ -2,7 +2,6 @@
 
 import array
 import collections.abc
-import mmap
 import os
 
 import pytest
@@ -290,20 +289,6 @@ def test_dbm_error_tuple_catches_semidbm_error(dbopen, dbpath):
 
     with pytest.raises(dbm.error):
         dbopen(dbpath, "r")
-
-
-@pytest.fixture
-def two_gib_view(tmp_path):
-    """A bytes-like object of exactly 2 GiB, backed by a sparse file (no RAM)."""
-    path = tmp_path / "sparse"
-    with open(path, "wb") as handle:
-        handle.truncate(2**31)
-    with open(path, "rb") as handle:
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    view = memoryview(mapped)
-    yield view
-    view.release()
-    mapped.close()
 
 
 def test_key_or_value_of_2_gib_is_refused(db, dbpath, two_gib_view):

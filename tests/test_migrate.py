@@ -1,6 +1,5 @@
 """Migration: converting stdlib dbm databases, and the text dump (export and import)."""
 
-import contextlib
 import dbm
 import dbm.dumb
 import glob
@@ -8,7 +7,6 @@ import io
 import os
 import pathlib
 import pickle
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -20,6 +18,14 @@ from hypothesis import strategies as st
 
 import semidbm
 from semidbm import migrate
+
+from .support.migration import (
+    INTO_THE_DATABASE,
+    SQLITEDICT_TABLE,
+    files_of,
+    make_sqlite,
+    output_into_database,
+)
 
 SOURCE_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -284,32 +290,6 @@ def test_a_dump_file_that_changes_while_it_is_stored_into_a_batch_stores_nothing
         assert dict(database.items()) == {b"k": b"before"}
 
 
-#: The ways of naming an output that would land on or inside a database's directory.
-INTO_THE_DATABASE = ["data file", "symlink", "hard link", "new file inside", "symlinked directory"]
-
-
-def output_into_database(kind, database, place):
-    """A path of the ``kind`` leading into the ``database`` directory; links go in ``place``."""
-    if kind == "data file":
-        return database / "data"
-    if kind == "new file inside":
-        return database / "newfile"
-    link = place / "link"
-    if kind == "symlink":
-        link.symlink_to(database / "data")
-    elif kind == "hard link":
-        os.link(database / "data", link)
-    else:
-        link.symlink_to(database)
-        return link / "newfile"
-    return link
-
-
-def files_of(directory):
-    """Every file of ``directory``, by name, with its bytes: to show that nothing changed."""
-    return {path.name: path.read_bytes() for path in pathlib.Path(directory).iterdir()}
-
-
 @pytest.mark.parametrize("kind", INTO_THE_DATABASE)
 def test_export_refuses_to_write_into_the_database(dbopen, tmp_path, kind):
     path = tmp_path / "source.db"
@@ -527,18 +507,6 @@ def test_convert_says_when_a_gdbm_source_is_locked(tmp_path):
 DBM_SQLITE3_TABLE = (
     "CREATE TABLE Dict (\n    key BLOB UNIQUE NOT NULL,\n    value BLOB NOT NULL\n  )"
 )
-#: A table sqlitedict (2.1) makes, as it writes it; its default name is "unnamed".
-SQLITEDICT_TABLE = 'CREATE TABLE "%s" (key TEXT PRIMARY KEY, value BLOB)'
-
-
-def make_sqlite(path, *tables, rows=()):
-    """An SQLite database at ``path`` with the ``tables`` (CREATE statements) and ``rows``."""
-    with contextlib.closing(sqlite3.connect(path)) as connection:
-        for table in tables:
-            connection.execute(table)
-        for statement, values in rows:
-            connection.execute(statement, values)
-        connection.commit()
 
 
 def make_dbm_sqlite3(path):

@@ -14,9 +14,9 @@ import semidbm
 from semidbm import db
 from semidbm.format import HEADER
 
-from . import unprivileged
 from .conftest import kernel_name
-from .log_support import records_after_start
+from .support import unprivileged
+from .support.log import records_after_start
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 
@@ -220,7 +220,7 @@ def test_permission_denied_is_module_error_with_errno(kernel, tmp_path):
     """Run as an unprivileged user (root bypasses permissions), in a subprocess.
 
     Skipped, saying why, where that user can run no Python of this
-    version that imports this semidbm (tests/unprivileged.py).
+    version that imports this semidbm (tests/support/unprivileged.py).
     """
     place = tempfile.mkdtemp(dir=tempfile.gettempdir())
     try:

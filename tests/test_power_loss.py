@@ -20,7 +20,6 @@ default 150), or ``python -m tests.harness.powerloss --help``
 import mmap
 import os
 import random
-import shutil
 import warnings
 
 import pytest
@@ -31,12 +30,7 @@ from semidbm import _checkpoint, _files, _pure, db
 from .conftest import kernel_name
 from .harness import powerfs, powerloss, powermodel
 from .harness.powermodel import PAGE, ROOT, Disk
-
-_UNAVAILABLE = powerfs.unavailable()
-needs_fuse = pytest.mark.skipif(
-    _UNAVAILABLE is not None,
-    reason="needs the power-loss FUSE file system: %s" % _UNAVAILABLE,
-)
+from .support.power_loss import needs_fuse, remove_scratch
 
 SEEDS = int(os.environ.get("SEMIDBM_POWERLOSS_SEEDS", "4"))
 CUTS = int(os.environ.get("SEMIDBM_POWERLOSS_CUTS", "0")) or None
@@ -189,7 +183,7 @@ def test_every_cut_point_of_a_short_workload(kernel, name, tmp_path):
                                    powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
                                    random.Random(name), samples=2, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     assert checker.failures == [], "\n\n".join(checker.failures[:3])
     assert points >= 10 and checker.counts["trees checked"] > points
 
@@ -204,7 +198,7 @@ def test_random_workload_cut_at_random_points(kernel, seed, tmp_path):
         powerloss.explore(workload, kernel, checker, powerloss.SAFE_RULES, random.Random(seed),
                           samples=2, cuts=CUTS, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     assert checker.failures == [], "\n\n".join(checker.failures[:3])
 
 
@@ -213,10 +207,6 @@ def test_the_long_run_command(capsys):
     assert powerloss.main(["--seeds", "1", "--length", "30", "--cuts", "10", "--samples", "1",
                            "--kernel", "python"]) == 0
     assert "random-1, writer python" in capsys.readouterr().out
-
-
-def _remove(path):
-    shutil.rmtree(path, ignore_errors=True)
 
 
 # --- the harness fails when semidbm skips an fsync ---
@@ -228,7 +218,7 @@ def _explore_mutant(kernel, workload, tmp_path):
         powerloss.explore(powerloss.WORKLOADS[workload], kernel, checker, powerloss.SAFE_RULES,
                           random.Random(1), samples=1, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     return checker.failures
 
 
@@ -363,7 +353,7 @@ def test_every_cut_of_an_empty_put_that_ends_the_log_under_every_rule(kernel, tm
                           checker, powerloss.SAFE_RULES + powerloss.HAZARD_RULES,
                           random.Random(3), samples=4, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     assert checker.failures == [], "\n\n".join(checker.failures[:3])
 
 
@@ -380,6 +370,6 @@ def test_harness_catches_an_empty_put_left_unsealed(tmp_path, monkeypatch):
                           checker, powerloss.SAFE_RULES, random.Random(3), samples=1,
                           place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     assert any("durable" in failure and "b'' is missing" in failure
                for failure in checker.failures), checker.failures[:3]

@@ -19,10 +19,10 @@ import pytest
 from semidbm import _files, _index_file, db
 from semidbm.format import INDEX_TEMP_NAME
 
-from . import index_support
 from .conftest import compiled_only
 from .harness import powerloss
-from .test_power_loss import _remove, needs_fuse
+from .support import index_format
+from .support.power_loss import needs_fuse, remove_scratch
 
 #: Every rule, the safe ones and the hazard ones.
 ALL_RULES = powerloss.SAFE_RULES + powerloss.HAZARD_RULES
@@ -39,7 +39,7 @@ def _explore(kernel, rules, tmp_path):
         powerloss.explore(powerloss.WORKLOADS["index"], kernel, checker, rules,
                           random.Random(1), samples=2, place=str(tmp_path))
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
     return checker
 
 
@@ -192,7 +192,7 @@ def _kernels_judge(tree, operations):
         expectation.note("durable %d" % len(operations))
         return checker.judge(checker.observe(tree), expectation, {}, operations)
     finally:
-        _remove(checker.scratch)
+        remove_scratch(checker.scratch)
 
 
 OPERATIONS = [(b"k", b"old value"), (b"a", b"1"), (b"k", b"new value"), (b"", b"")]
@@ -200,7 +200,7 @@ OPERATIONS = [(b"k", b"old value"), (b"a", b"1"), (b"k", b"new value"), (b"", b"
 
 def test_check_passes_a_right_index_and_a_stale_one(tmp_path):
     data = _data_file(tmp_path / "db", OPERATIONS)
-    index = index_support.build(data).encode()
+    index = index_format.build(data).encode()
     assert _check(_tree(data, index)) == ([], ["index trusted"])
     longer = _data_file(tmp_path / "longer", [(b"b", b"after the index")], start=data)
     assert longer.startswith(data)
@@ -215,8 +215,8 @@ def test_check_reports_a_trusted_index_with_a_slot_at_an_older_put(tmp_path):
     kernels' readings differ too.
     """
     data = _data_file(tmp_path / "db", OPERATIONS)
-    index = index_support.build(data)
-    older = next(offset for offset, key, _, _ in index_support.records(data) if key == b"k")
+    index = index_format.build(data)
+    older = next(offset for offset, key, _, _ in index_format.records(data) if key == b"k")
     slot = index.find(data, b"k")
     index.slots[slot] = (older, index.slots[slot][1])
     tree = _tree(data, index.encode())
@@ -234,7 +234,7 @@ def test_check_reports_an_index_of_another_data_file_of_the_same_length(tmp_path
     data = _data_file(tmp_path / "db", [(b"k1", b"x" * 10), (b"k2", b"y" * 20)])
     other = _data_file(tmp_path / "other", [(b"k2", b"y" * 20), (b"k1", b"x" * 10)])
     assert len(other) == len(data) and other != data
-    problems, counted = _check(_tree(data, index_support.build(other).encode()))
+    problems, counted = _check(_tree(data, index_format.build(other).encode()))
     assert counted == ["index not trusted"]
     assert len(problems) == 1, problems
     assert problems[0].startswith(
@@ -249,8 +249,8 @@ def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):
     block's CRC-32 fails), so only ``check_index`` reports it.
     """
     data = _data_file(tmp_path / "db", OPERATIONS)
-    whole = index_support.build(data).encode()
-    index = whole[: index_support.HEADER_SIZE] + bytes(len(whole) - index_support.HEADER_SIZE)
+    whole = index_format.build(data).encode()
+    index = whole[: index_format.HEADER_SIZE] + bytes(len(whole) - index_format.HEADER_SIZE)
     tree = _tree(data, index)
     problems, counted = _check(tree)
     assert counted == ["index trusted but wrong"]
@@ -258,11 +258,11 @@ def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):
     assert _kernels_judge(tree, OPERATIONS) == []
 
 
-@pytest.mark.parametrize("cut", [0, 100, index_support.HEADER_SIZE])
+@pytest.mark.parametrize("cut", [0, 100, index_format.HEADER_SIZE])
 def test_check_reports_an_index_cut_short(tmp_path, cut):
     """What the safe rules leave of an index renamed before its fsync: not trusted, reported."""
     data = _data_file(tmp_path / "db", OPERATIONS)
-    index = index_support.build(data).encode()[:cut]
+    index = index_format.build(data).encode()[:cut]
     problems, counted = _check(_tree(data, index))
     assert counted == ["index not trusted"]
     assert len(problems) == 1 and problems[0].startswith(INVALID), problems

@@ -15,8 +15,8 @@ from semidbm._records import LogSummary, checksum_matches, encode_delete, encode
 from semidbm.format import HEADER
 
 from .conftest import compiled_only
-from .log_support import CHECKPOINT_RECORDS
-from .test_format import data_bytes, delete_record, put_record, write_data
+from .support.log import CHECKPOINT_RECORDS
+from .support.records import data_bytes, delete_record, put_record, write_data
 
 H = len(HEADER)
 

@@ -1,4 +1,5 @@
-"""No tracked file names a directory of the machine it was made on.
+"""The repository's own rules: no tracked file names a directory of the machine it was made
+on, and no module of the suite imports a test module.
 
 A committed file that carries the absolute path of the checkout (say
 ``/home/someone/semidbm/``) or of the home directory tells nothing to
@@ -14,9 +15,16 @@ Without git, or outside a git checkout (the suite run from an installed
 wheel or an sdist, as ``scripts/test_installed.py`` does under
 cibuildwheel), there are no tracked files to read: the repository tests
 are skipped, saying why.
+
+A test module (``tests/test_*.py``) is no library: what several modules
+share is in ``tests/support/`` (helpers) or ``tests/conftest.py``
+(fixtures). The import check parses every module under ``tests/``,
+resolves its relative imports, and fails naming each ``file:line`` that
+imports a test module; a made-up suite shows that it can fail.
 """
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -25,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from . import benchmark_scripts
+from .support import benchmark_scripts
 
 #: The top directory of the checkout these tests run from.
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,4 +188,85 @@ def test_the_benchmark_report_quotes_its_command_from_the_top_directory(monkeypa
     assert command == [
         "- Command: `.venv/bin/python benchmarks/compare.py --preset a --out-dir=docs/bench` "
         "(run from the repository's top directory)"
+    ]
+
+
+def dotted_name(path, top):
+    """The dotted name of the module at ``path``, a file under the directory ``top``."""
+    parts = path.relative_to(top).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(tree, package):
+    """``(line, name)`` of each module the parsed module ``tree`` imports.
+
+    Relative imports are resolved against ``package``, the dotted name of
+    the package the module is in. ``from A import B`` yields ``A`` and
+    ``A.B``, since B may be a module.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            parts = parts[: len(parts) - node.level + 1] if node.level else []
+            module = ".".join(parts + ([node.module] if node.module else []))
+            yield node.lineno, module
+            for alias in node.names:
+                yield node.lineno, "%s.%s" % (module, alias.name)
+
+
+def imports_of_test_modules(top):
+    """``file:line: name`` for each import of a test module by another module under ``top/tests``.
+
+    A test module is ``tests/test_*.py``, named ``tests.test_x``, or
+    ``test_x`` by a script that puts ``tests/`` on ``sys.path``.
+    """
+    suite = Path(top) / "tests"
+    test_modules = {}
+    for path in suite.glob("test_*.py"):
+        test_modules["tests." + path.stem] = test_modules[path.stem] = "tests." + path.stem
+    found = []
+    for path in sorted(suite.rglob("*.py")):
+        own = dotted_name(path, top)
+        package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+        tree = ast.parse(path.read_bytes(), str(path))
+        for line, name in imported_names(tree, package):
+            if test_modules.get(name, own) != own:
+                found.append("%s:%d: %s" % (path.relative_to(top).as_posix(), line, name))
+    return found
+
+
+def test_no_module_of_the_suite_imports_a_test_module():
+    found = imports_of_test_modules(ROOT)
+    assert not found, "test modules imported (move what they share to tests/support/):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_an_import_of_a_test_module_is_reported(tmp_path):
+    modules = {
+        "__init__.py": "",
+        "conftest.py": "from .support import tools\n",
+        "test_a.py": "import os\nfrom . import conftest\n\nSHARED = 1\n",
+        "test_b.py": "from .test_a import SHARED\n",
+        "test_c.py": "def later():\n    from tests import test_a\n",
+        "test_d.py": "import tests.test_b\nfrom .conftest import tools\n",
+        "support/__init__.py": "from . import tools\n",
+        "support/tools.py": "from .. import test_c\nfrom ..test_d import x\n",
+        "script.py": "import sys\nimport test_a\n",
+    }
+    for name, text in modules.items():
+        path = tmp_path / "tests" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    assert imports_of_test_modules(tmp_path) == [
+        "tests/script.py:2: test_a",
+        "tests/support/tools.py:1: tests.test_c",
+        "tests/support/tools.py:2: tests.test_d",
+        "tests/test_b.py:1: tests.test_a",
+        "tests/test_c.py:2: tests.test_a",
+        "tests/test_d.py:1: tests.test_b",
     ]

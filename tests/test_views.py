@@ -23,8 +23,9 @@ from semidbm import _checkpoint, _compaction
 from semidbm.format import COMPACT_NAME
 
 from .conftest import kernel_name
-from .test_concurrency import posix_only, run
+from .support.child import run
 
+posix_only = pytest.mark.skipif(os.name != "posix", reason="fork is POSIX")
 #: Larger than the default append buffer (1 MiB): written straight to the file.
 LARGE = 2 << 20
 

@@ -9,8 +9,8 @@ import pytest
 
 import semidbm
 
-from . import benchmark_scripts
 from .conftest import compiled_only
+from .support import benchmark_scripts
 
 _BENCHMARKS = benchmark_scripts.BENCHMARKS
 

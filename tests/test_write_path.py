@@ -29,7 +29,7 @@ from semidbm import _checkpoint
 from semidbm._settings import PROGRESS_STEP
 from semidbm.format import HEADER
 
-from .log_support import records_after_start
+from .support.log import records_after_start
 
 #: Bytes a put record adds to its key and value: two lengths and a CRC.
 OVERHEAD = 8 + 4

@@ -26,7 +26,7 @@ and then close or compact, so the kill lands in the index write. Each
 check also reads the database with the pure-Python kernel, which never
 uses the index, and requires the same contents; requires that an
 ``index`` left by the kill is valid for the data file as it is
-(tests/index_support.py checks it against docs/FORMAT.md); and requires
+(tests/support/index_format.py checks it against docs/FORMAT.md); and requires
 that the next writer removes a leftover ``index.new``.
 
 The ``batch`` workload writes a database of format 2 mostly in batches
@@ -65,9 +65,9 @@ from semidbm import _kernel, db
 from semidbm.format import COMPACT_NAME, DEFAULT_BUFFER_SIZE, torn_tail_limit
 
 try:
-    from .. import index_support
+    from ..support import index_format
 except ImportError:  # run as a script: the child writer, which needs none of it
-    index_support = None
+    index_format = None
 
 #: Keys the writer picks from: small enough that updates and deletes are common.
 KEYSPACE = 1500
@@ -583,17 +583,17 @@ class Harness:
         the data file now. Returns False after a failure.
         """
         names = os.listdir(self.path)
-        if index_support.INDEX_TEMP_NAME in names:
+        if index_format.INDEX_TEMP_NAME in names:
             self.counts["index.new left"] += 1
-        if index_support.INDEX_NAME not in names:
+        if index_format.INDEX_NAME not in names:
             self.counts["no index after the kill"] += 1
             return True
         self.counts["index after the kill"] += 1
-        with open(os.path.join(self.path, index_support.INDEX_NAME), "rb") as handle:
+        with open(os.path.join(self.path, index_format.INDEX_NAME), "rb") as handle:
             index_data = handle.read()
         with open(os.path.join(self.path, "data"), "rb") as handle:
             data = handle.read()
-        problems = index_support.problems(index_data, data)
+        problems = index_format.problems(index_data, data)
         if problems:
             self.fail("the index left by the kill is not valid: %s" % "; ".join(problems[:3]))
             return False
@@ -660,7 +660,7 @@ class Harness:
                 warnings.simplefilter("ignore", semidbm.TornTailWarning)
                 database = db.open_with(self.kernel, self.path, "w", buffer_size=self.buffer_size)
                 if self.workload == "index" and os.path.exists(
-                    os.path.join(self.path, index_support.INDEX_TEMP_NAME)
+                    os.path.join(self.path, index_format.INDEX_TEMP_NAME)
                 ):
                     database.close()
                     self.fail("the writer left the index.new of the killed one")

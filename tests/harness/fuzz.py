@@ -58,12 +58,10 @@ import semidbm
 from semidbm import _examine, _fields, _kernel, db
 from semidbm.format import HEADER, HEADER_SIZE, INDEX_NAME, header
 
-from .. import index_support
-from ..log_support import records_after_start
-
-# Both kernels; only the pure-Python one when testing an install built
-# without the extension (SEMIDBM_NO_EXTENSIONS, see tests/conftest.py).
-from ..test_kernels import KERNELS, mutate, mutations, outcome, sample_file
+from ..support import index_format
+from ..support.hostile import mutate, mutations, outcome, sample_file
+from ..support.kernels import KERNELS
+from ..support.log import records_after_start
 
 ALLOWED = (semidbm.DBMLoadError, semidbm.DBMChecksumError)
 
@@ -309,20 +307,20 @@ def fuzz_target(run):
 
 #: Where in an index file a change lands: ``(start, end)`` for a file of ``capacity`` slots.
 INDEX_REGIONS = {
-    "fields": lambda capacity: (0, index_support.SAMPLES_AT),
+    "fields": lambda capacity: (0, index_format.SAMPLES_AT),
     "samples": lambda capacity: (
-        index_support.SAMPLES_AT,
-        index_support.SAMPLES_AT + index_support.SAMPLE.size * index_support.SAMPLE_COUNT,
+        index_format.SAMPLES_AT,
+        index_format.SAMPLES_AT + index_format.SAMPLE.size * index_format.SAMPLE_COUNT,
     ),
-    "header": lambda capacity: (0, index_support.HEADER_SIZE),
+    "header": lambda capacity: (0, index_format.HEADER_SIZE),
     "slots": lambda capacity: (
-        index_support.HEADER_SIZE, index_support.HEADER_SIZE + index_support.SLOT_SIZE * capacity
+        index_format.HEADER_SIZE, index_format.HEADER_SIZE + index_format.SLOT_SIZE * capacity
     ),
     "checksums": lambda capacity: (
-        index_support.HEADER_SIZE + index_support.SLOT_SIZE * capacity,
-        index_support.file_size(capacity),
+        index_format.HEADER_SIZE + index_format.SLOT_SIZE * capacity,
+        index_format.file_size(capacity),
     ),
-    "anywhere": lambda capacity: (0, index_support.file_size(capacity)),
+    "anywhere": lambda capacity: (0, index_format.file_size(capacity)),
 }
 
 #: Header fields a resealed change may set: each is caught by check 1 or 2 whatever its
@@ -395,7 +393,7 @@ class IndexBase:
 
     Its log has overwrites and deletes before ``covered`` and a tail
     after it (written after the compaction that wrote the index). The
-    compiled kernel's index must be valid (tests/index_support.py checks
+    compiled kernel's index must be valid (tests/support/index_format.py checks
     it against the document); the base then holds the same index built
     with a fixed seed, so that an input does the same in every process
     (a compaction draws a new seed each time).
@@ -429,15 +427,15 @@ class IndexBase:
                 self.contents = dict(database.items())
         finally:
             shutil.rmtree(place)
-        assert index_support.problems(self.index, self.data) == []
-        parsed = index_support.Index.parse(self.index)
-        rebuilt = index_support.build(self.data, parsed.covered, seed=SEED)
+        assert index_format.problems(self.index, self.data) == []
+        parsed = index_format.Index.parse(self.index)
+        rebuilt = index_format.build(self.data, parsed.covered, seed=SEED)
         self.index = rebuilt.encode()
         self.slots = rebuilt.slots
         self.capacity = parsed.capacity
         self.covered = parsed.covered
         assert len(self.index) == len(parsed.encode()) and self.covered < len(self.data)
-        self.records = list(index_support.records(self.data))
+        self.records = list(index_format.records(self.data))
         self.absent = [b"key%d" % i for i in range(3, keys, 11)] + [b"never", b""]
 
 
@@ -492,11 +490,11 @@ def damage_index(base, changes, reseal):
     """The base's index file with ``changes`` made; every CRC-32 computed again if ``reseal``."""
     data = bytearray(base.index)
     if reseal:
-        index = index_support.Index.parse(bytes(data))
+        index = index_format.Index.parse(bytes(data))
         for change in changes:
             if change[0] == "forge":
                 if change[1] == "covered":  # where check 1 lets it be: past the log's start
-                    start = index_support.LOG_START
+                    start = index_format.LOG_START
                     index.covered = start + change[2] % (len(base.data) - start + 1)
                 elif change[1] == "count":
                     index.count = change[2] % index.capacity
@@ -514,16 +512,16 @@ def damage_index(base, changes, reseal):
                 setattr(index, name.get(change[1], change[1]), value)
             elif change[0] == "sample":
                 number, byte, mask = change[1:]
-                packed = bytearray(index_support.SAMPLE.pack(*index.samples[number]))
+                packed = bytearray(index_format.SAMPLE.pack(*index.samples[number]))
                 packed[byte] ^= mask
-                index.samples[number] = index_support.SAMPLE.unpack(bytes(packed))
+                index.samples[number] = index_format.SAMPLE.unpack(bytes(packed))
             else:
                 at = change[1] % index.capacity
                 new = index_slot_offset(base, at, change[2], change[3])
                 if new is not None:
                     index.slots[at] = (new, index.slots[at][1])
         if reseal == "forged" and index.covered <= len(base.data):
-            index.samples = index_support.samples_of(base.data, index.covered)
+            index.samples = index_format.samples_of(base.data, index.covered)
         return index.encode()
     for change in changes:
         start, end = INDEX_REGIONS[change[1]](base.capacity)
@@ -594,7 +592,7 @@ def check_index(case, place):
         read_like_the_log(database, expected, base.absent)
     with open(os.path.join(path, INDEX_NAME), "rb") as handle, \
             open(os.path.join(path, "data"), "rb") as data:
-        assert index_support.problems(handle.read(), data.read()) == []
+        assert index_format.problems(handle.read(), data.read()) == []
     return used
 
 

@@ -65,9 +65,9 @@ import semidbm
 from semidbm import _index_file, _kernel, _settings, db
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 from semidbm.format import DATA_NAME, INDEX_NAME, INDEX_TEMP_NAME
-from tests import index_support
 from tests.harness import powerfs, powermodel
 from tests.harness.crash import value_of
+from tests.support import index_format
 
 #: Where the database lives in the file system's root.
 DB_NAME = "db"
@@ -375,12 +375,12 @@ def index_trusted(index, data):
 def index_problems(index, data):
     """What ``index`` breaks of docs/FORMAT.md for the data file ``data`` (an empty list: valid).
 
-    ``tests/index_support.py`` reads both files from the document alone:
+    ``tests/support/index_format.py`` reads both files from the document alone:
     layout, every checksum, the samples, and that the slots are exactly
     the live keys of the log up to ``covered``, each at its last put.
     """
     try:
-        return index_support.problems(index, data)
+        return index_format.problems(index, data)
     except (ValueError, IndexError, struct.error) as exc:  # a log it cannot even parse
         return ["unreadable against the data file: %s" % exc]
 

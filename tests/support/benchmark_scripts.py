@@ -9,7 +9,7 @@ import pathlib
 import sys
 
 #: The benchmarks' directory.
-BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 #: The project's own tools (CI, packaging, the build's inputs).
 SCRIPTS = BENCHMARKS.parent / "scripts"
 

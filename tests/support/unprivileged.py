@@ -25,7 +25,7 @@ import pytest
 
 import semidbm
 
-from .conftest import IMPLEMENTATIONS
+from ..conftest import IMPLEMENTATIONS
 
 #: The unprivileged user's id (nobody).
 NOBODY = 65534

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import index_support as fmt
+from . import index_format as fmt
 
 
 def v051_python():

@@ -5,11 +5,14 @@ upgrade) begins with a checkpoint, a put and a delete of a key holding
 random bytes, so two logs written by the same operations differ in those
 bytes. Tests that compare a data file with the records they expect take
 the start from the file itself through :func:`log_start`, which checks it
-is a header and a whole checkpoint, and then compare every byte after it.
+is a header and a whole checkpoint, and then compare every byte after it
+(for a whole database directory, :func:`directory_contents`).
 """
 
+import os
+
 from semidbm import _checkpoint
-from semidbm.format import HEADER
+from semidbm.format import HEADER, INDEX_NAME
 
 
 def log_start(data, header=HEADER):
@@ -66,3 +69,17 @@ def ending_checkpoint(data):
     if found and sum(found[-1]) == len(data):
         return found[-1][0]
     return None
+
+
+def directory_contents(path):
+    """Every file in the database directory and its bytes, but the compiled kernel's index file.
+
+    The data file's bytes are those after its log start (checked), since
+    each log's id is random.
+    """
+    contents = {}
+    for name in sorted(set(os.listdir(path)) - {INDEX_NAME}):
+        with open(os.path.join(path, name), "rb") as handle:
+            contents[name] = handle.read()
+    contents["data"] = records_after_start(contents["data"])
+    return contents
