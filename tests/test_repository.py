@@ -1,5 +1,6 @@
 """The repository's own rules: no tracked file names a directory of the machine it was made
-on, and no module of the suite imports a test module.
+on, no module of the suite imports a test module, and no module of the package imports
+itself through others.
 
 A committed file that carries the absolute path of the checkout (say
 ``/home/someone/semidbm/``) or of the home directory tells nothing to
@@ -20,7 +21,11 @@ A test module (``tests/test_*.py``) is no library: what several modules
 share is in ``tests/support/`` (helpers) or ``tests/conftest.py``
 (fixtures). The import check parses every module under ``tests/``,
 resolves its relative imports, and fails naming each ``file:line`` that
-imports a test module; a made-up suite shows that it can fail.
+imports a test module; a made-up suite shows that it can fail. The
+package's modules import each other without a cycle, type checkers'
+imports included (``_types`` names what a module would otherwise import
+a module that imports it for); a made-up package shows that a cycle is
+reported.
 """
 
 import argparse
@@ -270,3 +275,56 @@ def test_an_import_of_a_test_module_is_reported(tmp_path):
         "tests/test_c.py:2: tests.test_a",
         "tests/test_d.py:1: tests.test_b",
     ]
+
+
+def import_cycles(top, package):
+    """The import cycles among the Python modules of ``top/src/package``: sorted lists of names.
+
+    Every import counts, those under ``TYPE_CHECKING`` too: a type
+    checker follows them. Each cycle is given once, as the sorted names
+    of the modules that reach each other.
+    """
+    folder = Path(top) / "src" / package
+    graph = {}
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_bytes(), str(path))
+        names = {name for _, name in imported_names(tree, package)}
+        graph[path.stem] = {
+            other.stem for other in folder.glob("*.py")
+            if other != path and "%s.%s" % (package, other.stem) in names
+        }
+    reach = {}
+    for module in graph:
+        seen, todo = set(), [module]
+        while todo:
+            for other in graph[todo.pop()] - seen:
+                seen.add(other)
+                todo.append(other)
+        reach[module] = seen
+    cycles = {tuple(sorted(other for other in reach[module] if module in reach[other]))
+              for module in graph if module in reach[module]}
+    return sorted(list(cycle) for cycle in cycles)
+
+
+@pytest.mark.skipif(not (ROOT / "src" / "semidbm").is_dir(),
+                    reason="no src/semidbm here: the suite runs from an installed wheel")
+def test_the_package_has_no_import_cycle():
+    assert import_cycles(ROOT, "semidbm") == []
+
+
+def test_an_import_cycle_is_reported(tmp_path):
+    modules = {
+        "__init__.py": "from .a import A\n",
+        "a.py": "from . import b\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n",
+        "c.py": "from .d import D\n",
+        "d.py": "from . import c, a\n",
+        "e.py": "from .a import A\nfrom .f import F\n",
+        "f.py": "import os\n",
+    }
+    for name, text in modules.items():
+        path = tmp_path / "src" / "package" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    assert import_cycles(tmp_path, "package") == [["a", "b"], ["c", "d"]]
