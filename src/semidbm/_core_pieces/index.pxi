@@ -88,7 +88,7 @@ cdef bint base_verify_block(Base* base, size_t block) noexcept nogil:
 cdef bint base_verify_all(Base* base) noexcept nogil:
     """Whether every block of slots matches its checksum, and the slots in use number ``count``.
 
-    Before a walk of every key, which must agree with ``len()``.
+    Before a pass over every key, which must agree with ``len()``.
     """
     cdef size_t block, slot
     cdef uint64_t used = 0

@@ -1,8 +1,9 @@
-# The tools' walk of the compiled kernel (included by _core.pyx): what
-# ``semidbm stats`` and ``semidbm verify`` report, from one pass over a
-# mapped data file in C. The records are parsed by the index rebuild's
-# own parser (``parse_block``: the same rules, every length checked) and
-# applied to a private table, which then knows each key's live record.
+# The tools' examination of a data file, in the compiled kernel (included
+# by _core.pyx): what ``semidbm stats`` and ``semidbm verify`` report,
+# from one pass over a mapped data file in C. The records are parsed by
+# the index rebuild's own parser (``parse_block``: the same rules, every
+# length checked) and applied to a private table, which then knows each
+# key's live record.
 
 
 def summarize_log(data, bint check_checksums, progress, path):

@@ -370,7 +370,7 @@ cdef inline void pause_or_yield(int* spins) noexcept nogil:
 
 
 # A helper thread's hand-over of the work its owner shares with it (ParseRing
-# here, Shared in _sorted.pxi): the thread may start late, after the owner is
+# here, Shared in sorted.pxi): the thread may start late, after the owner is
 # done. Whichever of the two comes second to ``started`` frees the work.
 
 cdef bint helper_starts(volatile uint64_t* started) noexcept nogil:

@@ -1,7 +1,7 @@
-# A batch's commit in the compiled kernel (included by _core.pyx, after the
-# Store class): the batch record is encoded here, appended in one write,
-# and its records enter the index, all in C without releasing the GIL, so
-# that no other thread sees a part of it (docs/FORMAT.md, "Batches").
+# A batch's commit in the compiled kernel (included by _core.pyx): the
+# batch record is encoded here, appended in one write, and its records
+# enter the index, all in C without releasing the GIL, so that no other
+# thread sees a part of it (docs/FORMAT.md, "Batches").
 
 
 cdef object batch_commit(Store store, list changes):

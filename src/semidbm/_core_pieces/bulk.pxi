@@ -1,15 +1,15 @@
-# The bulk operations of the compiled kernel (included by _core.pyx, after
-# the Store type): ``Store.update``, ``get_many`` and ``delete_many`` run
-# their loops here, in C, without releasing the GIL. What makes them
-# cheaper per item than a loop of item operations, beside the Python
-# calls the loop no longer makes: the full check of the store once per
-# call (a few loads per item after that); an update grows the table once
-# for the items of a dict, list or tuple, and stores items of bytes in
-# runs (room made in the table and the buffer once per run, the records'
-# checksums computed one after another); and the lookups of many keys
-# are pipelined: the slots of a key some keys ahead are asked for first,
-# then the record its probe leads to, so that the processor fetches the
-# memory of several keys at once instead of waiting for each in turn.
+# The bulk operations of the compiled kernel (included by _core.pyx):
+# ``Store.update``, ``get_many`` and ``delete_many`` run their loops here,
+# in C, without releasing the GIL. What makes them cheaper per item than a
+# loop of item operations, beside the Python calls the loop no longer
+# makes: the full check of the store once per call (a few loads per item
+# after that); an update grows the table once for the items of a dict,
+# list or tuple, and stores items of bytes in runs (room made in the table
+# and the buffer once per run, the records' checksums computed one after
+# another); and the lookups of many keys are pipelined: the slots of a key
+# some keys ahead are asked for first, then the record its probe leads to,
+# so that the processor fetches the memory of several keys at once instead
+# of waiting for each in turn.
 # docs/bulk.md has the measurements.
 
 from cpython.bytearray cimport PyByteArray_Check

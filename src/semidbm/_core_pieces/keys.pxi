@@ -1,9 +1,9 @@
-# How a Store finds its keys (included by _core.pyx, after the Store
-# class): the index file, mapped and checked (docs/FORMAT.md, "Trusting
-# an index"), the private table for the log past it, dropping an index
-# that fails a check, switching to a newer one on a reader's refresh,
-# and writing a new one. The structures and lookups are _index.pxi's;
-# these functions are the Store's use of them, kept out of the class.
+# How a Store finds its keys (included by _core.pyx): the index file,
+# mapped and checked (docs/FORMAT.md, "Trusting an index"), the private
+# table for the log past it, dropping an index that fails a check,
+# switching to a newer one on a reader's refresh, and writing a new one.
+# The structures and lookups are index.pxi's; these functions are the
+# Store's use of them, kept out of the class.
 
 
 cdef uint64_t keys_replay_log(Store store, uint64_t size) except? 0:
@@ -138,7 +138,7 @@ cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
 cdef int keys_verify(Store store) except -1:
     """Check every block of the mapped index now (dropping it if one fails).
 
-    Before a walk of the whole table: iteration, a compaction, a new
+    Before a pass over the whole table: iteration, a compaction, a new
     index file.
     """
     if store.index.base.table.capacity and not base_verify_all(&store.index.base):
@@ -177,7 +177,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
             return 0
         try:
             header = _index_file.encode_header(store.index.seed, store.log.disk_end, live,
-                                          capacity, store.fd, checkpoint)
+                                               capacity, store.fd, checkpoint)
         except OSError:
             return 0
         if header is None:  # no checkpoint there: the caller's mistake, but only a cache's

@@ -17,7 +17,7 @@ cdef enum:
     PENDING_LIMIT = 16
     # Bytes in the smallest memory page.
     PAGE_SIZE = 4096
-    # Keys ahead whose record a walk over every key asks the processor for
+    # Keys ahead whose record a pass over every key asks the processor for
     # (the records lie all over the log, in the order of the slots).
     RECORD_PREFETCH = 32
 

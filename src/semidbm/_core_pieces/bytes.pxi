@@ -23,7 +23,8 @@ cdef enum:
 
 
 def _format_constants():
-    """The format's sizes this module was compiled with, named as ``format`` and ``_index_file`` do."""
+    """The format's sizes this module was compiled with, named as ``format`` and
+    ``_index_file`` do."""
     return {
         "HEADER_SIZE": HEADER_SIZE,
         "LENGTHS_SIZE": LENGTHS_SIZE,

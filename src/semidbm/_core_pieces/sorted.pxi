@@ -1,5 +1,5 @@
 # The keys in byte order, as lines of text, for ``semidbm keys`` and dumps
-# (included by _core.pyx after the Store type): ``Store._sorted_lines``.
+# (included by _core.pyx): ``Store._sorted_lines``.
 # The live keys' records are gathered from the index, sorted in place by
 # their bytes (an MSD radix sort on the key's first eight bytes, kept
 # beside each record's offset, then on the bytes in the log), and turned
@@ -429,7 +429,7 @@ cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries
     if task == SORT_GROUPS:
         for group in range(257):
             shared.starts[group + 1] = shared.starts[group] + counts[group]
-    # threaded_replay: this process may use another processor (see _replay.pxi).
+    # threaded_replay: this process may use another processor (see replay.pxi).
     if not (count >= SHARED_SORT and threaded_replay and PyThread_start_new_thread(
             share_in_thread, shared) != PYTHREAD_INVALID_THREAD_ID):
         do_shares(shared)
