@@ -377,7 +377,7 @@ cdef class Store:
         crc = crc32(0, key, key_size)
         if value != NULL:
             crc = crc32(crc, value, value_size)
-        encode_header(head, key_size, value_size if value != NULL else DELETED)
+        encode_lengths(head, key_size, value_size if value != NULL else DELETED)
         store_be32(tail, crc)
         offset = self.log.disk_end
         failure = write_all(self.fd, head, LENGTHS_SIZE)
@@ -419,9 +419,9 @@ cdef class Store:
         memset(out, 0, RECORD_OVERHEAD + 2 * record_size)
         out += RECORD_OVERHEAD
         crc = crc32(0, out + LENGTHS_SIZE, size)  # of the key's zero bytes
-        encode_header(out, size, 0)
+        encode_lengths(out, size, 0)
         store_be32(out + LENGTHS_SIZE + size, crc)
-        encode_header(out + record_size, size, DELETED)
+        encode_lengths(out + record_size, size, DELETED)
         store_be32(out + record_size + LENGTHS_SIZE + size, crc)
         return sealed
 
@@ -989,7 +989,7 @@ cdef class KeyIterator:
         cdef Store store = self.store
         cdef const char* record
         cdef uint64_t offset
-        check_unchanged(store, self.version)
+        keys_check_unchanged(store, self.version)
         offset = keys_next_live(store, &self.position)
         if offset == 0:
             if store.index.table.version != self.version:  # the index was dropped

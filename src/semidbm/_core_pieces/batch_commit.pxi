@@ -62,7 +62,7 @@ cdef bytes batch_record(list changes, Py_ssize_t body_size):
         out += encode_record(out, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
                              NULL if value is None else PyBytes_AS_STRING(value),
                              0 if value is None else PyBytes_GET_SIZE(value))
-    encode_header(PyBytes_AS_STRING(record), body_size, BATCH)
+    encode_lengths(PyBytes_AS_STRING(record), body_size, BATCH)
     store_be32(PyBytes_AS_STRING(record) + LENGTHS_SIZE, crc32(0, body, body_size))
     return record
 

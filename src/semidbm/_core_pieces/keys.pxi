@@ -182,7 +182,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
             return 0
         if header is None:  # no checkpoint there: the caller's mistake, but only a cache's
             return 0
-        body = TableBody()
+        body = IndexFileBody()
         body.slots = slots
         body.capacity = capacity
         if _index_file.install(store.directory, store.fd, header, body, data_durable):
@@ -200,7 +200,7 @@ cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) exc
     check: the index is then dropped, which the table's version shows.
     Without ``check``, a mapped slot is returned unchecked: the caller
     must check it (``base_slot_sound`` on slot ``position - 1``) before
-    it reads its record, as ``gather_keys`` does.
+    it reads its record, as ``sort_gather_keys`` does.
     """
     cdef Index* index = &store.index
     cdef size_t at
@@ -252,7 +252,7 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     return 0
 
 
-cdef int check_unchanged(Store store, uint64_t version) except -1:
+cdef int keys_check_unchanged(Store store, uint64_t version) except -1:
     """Raise if ``store`` was closed, or its keys changed, since ``version`` of its table.
 
     Each step of an iteration over the keys (``KeyIterator``, ``SortedLines``)

@@ -48,7 +48,7 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
                     # A record parse_block found is whole: sound but for its checksum.
                     if not sound_record(data, block[at].offset, size, False):
                         bad.append(block[at].offset)
-            apply_block(&index, block, parsed, size)
+            replay_apply_block(&index, block, parsed, size)
             if progress is not None and parser.position >= next_report:
                 next_report = parser.position + PROGRESS_STEP
                 progress(parser.position, size)
