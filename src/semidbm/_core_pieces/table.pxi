@@ -11,7 +11,7 @@
 # starts and how full the table may get are decided here alone.
 
 cdef enum:
-    # Index updates an assignment may leave pending (see table_defer).
+    # Index updates an assignment may leave pending (see index_defer).
     PENDING_LIMIT = 16
     # Bytes in the smallest memory page.
     PAGE_SIZE = 4096
@@ -73,7 +73,7 @@ cdef struct Table:
     size_t count          # live keys
     uint64_t version      # bumped whenever keys are added or removed, so iterators notice
     # Assignments appended to the log whose index update waits (oldest
-    # first, a ring): see table_defer.
+    # first, a ring): see index_defer.
     size_t pending_first
     size_t pending_count
     Slot pending[PENDING_LIMIT]
