@@ -661,8 +661,9 @@ def lint(session):
     session.run("ruff", "check", *session.posargs)
     cython_files = sorted(
         name
+        for folder in ("", build_inputs.PIECES)
         for pattern in ("*.pyx", "*.pxd", "*.pxi")
-        for name in glob.glob(os.path.join("src", "semidbm", pattern))
+        for name in glob.glob(os.path.join("src", "semidbm", folder, pattern))
     )
     session.run("cython-lint", *cython_files)
 

@@ -58,8 +58,7 @@ def compiled_kernel():
                 "semidbm._core",
                 ["src/semidbm/_core.pyx"],
                 # The files _core.pyx includes: a change to one rebuilds the kernel.
-                depends=sorted(glob.glob("src/semidbm/*.pxi"))
-                + ["src/semidbm/_crc32.h", "src/semidbm/_platform.h"],
+                depends=sorted(glob.glob("src/semidbm/_core_pieces/*")),
             )
         ],
         compiler_directives={"language_level": 3},

@@ -9,8 +9,9 @@ compiled kernel in ``src/semidbm`` (the inputs it was built from), which
 every environment of the same Python shares: a build for one of them
 changes what the others run, and they see it. The digest covers:
 
-- the compiled kernel's sources, ``src/semidbm/*.pyx``, ``*.pxd``,
-  ``*.pxi`` and ``*.h``, by their bytes: a change to any one rebuilds;
+- the compiled kernel's sources, ``src/semidbm/*.pyx`` and ``*.pxd``
+  and the pieces they include (``src/semidbm/_core_pieces``: ``*.pxi``
+  and ``*.h``), by their bytes: a change to any one rebuilds;
 - the build's configuration, ``setup.py``, ``setup.cfg`` and
   ``pyproject.toml``, by their bytes (a new dependency or extra), and
   the environment variables that change a build (``ENVIRONMENT``);
@@ -37,6 +38,9 @@ CONFIGURATION = ("setup.py", "setup.cfg", "pyproject.toml")
 #: The environment variables that change what a build makes.
 ENVIRONMENT = ("CC", "CFLAGS", "CPPFLAGS", "LDFLAGS", "SEMIDBM_NO_EXTENSIONS")
 
+#: The folder of the pieces the compiled kernel includes, in the package.
+PIECES = "_core_pieces"
+
 #: What the build writes into the package, not an input of it.
 WRITTEN = (".so", ".pyd", ".c", ".new", ".inputs")
 
@@ -53,13 +57,18 @@ def digest(root, extras=None):
     for name in CONFIGURATION:
         found.update(b"file %s\n" % name.encode())
         found.update((root / name).read_bytes())
-    for path in sorted(package.iterdir()):
-        if not path.is_file() or path.name.endswith(WRITTEN):
-            continue
-        found.update(b"name %s\n" % path.name.encode())
+    for path in package_files(package):
+        found.update(b"name %s\n" % path.relative_to(package).as_posix().encode())
         if path.name.endswith(COMPILED):
             found.update(path.read_bytes())
     return found.hexdigest()
+
+
+def package_files(package):
+    """The files of the package folder and of its pieces folder, in order, less what a build
+    writes (``__pycache__`` and other folders are left out)."""
+    paths = sorted(package.iterdir()) + sorted((package / PIECES).glob("*"))
+    return [path for path in paths if path.is_file() and not path.name.endswith(WRITTEN)]
 
 
 def extension_of(root, suffix):

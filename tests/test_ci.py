@@ -184,8 +184,8 @@ def checkout(tmp_path):
     for name in build_inputs.CONFIGURATION:
         (tmp_path / name).write_text(name)
     package = tmp_path / "src" / "semidbm"
-    package.mkdir(parents=True)
-    for name in ("_core.pyx", "_table.pxi", "_crc32.h", "db.py"):
+    (package / build_inputs.PIECES).mkdir(parents=True)
+    for name in ("_core.pyx", "_core_pieces/table.pxi", "_core_pieces/crc32.h", "db.py"):
         (package / name).write_text(name)
     return tmp_path
 
@@ -193,9 +193,10 @@ def checkout(tmp_path):
 @pytest.mark.parametrize(
     "change, rebuilds",
     [
-        ("src/semidbm/_table.pxi", True),
+        ("src/semidbm/_core_pieces/table.pxi", True),
         ("src/semidbm/_core.pyx", True),
-        ("src/semidbm/_crc32.h", True),
+        ("src/semidbm/_core_pieces/crc32.h", True),
+        ("src/semidbm/_core_pieces/new_piece.pxi", True),  # a piece added
         ("setup.cfg", True),
         ("src/semidbm/db.py", False),  # an editable install reads it where it is
         ("src/semidbm/_core.c", False),  # written by the build
@@ -226,7 +227,7 @@ def test_an_install_is_up_to_date_until_a_source_or_its_build_changes(checkout):
     assert build_inputs.up_to_date(stamp, checkout, ["test"], suffix)
     assert not build_inputs.up_to_date(stamp, checkout, ["bench"], suffix)
     assert not build_inputs.up_to_date(stamp, checkout, ["test"], ".cpython-39-x86_64-linux-gnu.so")
-    pxi = checkout / "src" / "semidbm" / "_table.pxi"
+    pxi = checkout / "src" / "semidbm" / "_core_pieces" / "table.pxi"
     pxi.write_text("changed")
     assert not build_inputs.up_to_date(stamp, checkout, ["test"], suffix)
     install()
@@ -240,7 +241,7 @@ def test_a_build_for_another_environment_is_seen(checkout, monkeypatch):
     # back; the other, whose own note matches again, must build again.
     suffix = ".cpython-311-x86_64-linux-gnu.so"
     extension = build_inputs.extension_of(checkout, suffix)
-    pxi = checkout / "src" / "semidbm" / "_table.pxi"
+    pxi = checkout / "src" / "semidbm" / "_core_pieces" / "table.pxi"
 
     def install(stamp):
         taken = build_inputs.digests(checkout, ["test"])
@@ -274,9 +275,11 @@ def test_every_file_the_compiled_kernel_includes_is_a_build_input():
     # A file that _core.pyx or its pieces include, or take C from, with an
     # ending the digest does not read would change the build unseen.
     package = benchmark_scripts.SCRIPTS.parent / "src" / "semidbm"
-    text = "".join(path.read_text() for path in package.glob("*.p[yx][xi]"))
+    files = build_inputs.package_files(package)
+    text = "".join(path.read_text() for path in files if path.suffix in (".pyx", ".pxi"))
     named = re.findall(r'^\s*include "([^"]+)"', text, re.M)
     named += re.findall(r'cdef extern from "([^"]+)"', text)
-    ours = [name for name in named if (package / name).exists()]
+    ours = [package / name for name in named if (package / name).exists()]
     assert len(ours) >= 10, named
-    assert all(name.endswith(build_inputs.COMPILED) for name in ours), ours
+    assert all(path.name.endswith(build_inputs.COMPILED) for path in ours), ours
+    assert set(ours) <= set(files), ours

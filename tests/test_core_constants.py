@@ -28,6 +28,7 @@ EXPECTED = {
     "DISK_SECTOR": semidbm.format.DISK_SECTOR,
     "INDEX_HEADER_SIZE": _index_file.HEADER_SIZE,
     "BLOCK_SLOTS": _index_file.BLOCK_SLOTS,
+    "MIN_CAPACITY": _index_file.MIN_CAPACITY,
     "SLOT_SIZE": _index_file.SLOT_SIZE,
 }
 

@@ -138,9 +138,10 @@ def searched_texts():
     texts = {name: path.read_text(encoding="utf-8") for name, path in pages().items()}
     if (ROOT / "CHANGELOG.md").is_file():
         texts["CHANGELOG.md"] = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    for path in sorted(PACKAGE.iterdir()):
+    for path in sorted(PACKAGE.iterdir()) + sorted(PACKAGE.glob("_core_pieces/*")):
         if path.suffix in (".py", ".pyi", ".pyx", ".pxi"):
-            texts["src/semidbm/" + path.name] = path.read_text(encoding="utf-8")
+            name = path.relative_to(PACKAGE).as_posix()
+            texts["src/semidbm/" + name] = path.read_text(encoding="utf-8")
     return texts
 
 

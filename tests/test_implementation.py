@@ -3,8 +3,10 @@
 import importlib.util
 import inspect
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +47,24 @@ def test_compiled_core_is_built_and_used(value):
             "set SEMIDBM_NO_EXTENSIONS=1)"
         )
         assert implementation_in_subprocess(SEMIDBM_PURE_PYTHON=value) == "cython"
+
+
+def test_without_the_compiled_kernel_the_pure_one_runs(tmp_path):
+    # The package as its sources have it, every folder in it too, less the
+    # compiled kernel: no folder may import in its place (an empty folder
+    # named _core would, as a namespace package, and the fallback to the
+    # pure kernel would never come).
+    package = Path(semidbm.__file__).parent
+    copy = tmp_path / "semidbm"
+    built = shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__")
+    shutil.copytree(package, copy, ignore=built)
+    result = subprocess.run(
+        [sys.executable, "-c",
+         "import semidbm; print(semidbm.__file__); print(semidbm.implementation)"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "SEMIDBM_PURE_PYTHON": ""},
+        capture_output=True, text=True, check=True,
+    )
+    assert result.stdout.split() == [str(copy / "__init__.py"), "python"]
 
 
 def test_open_uses_the_named_implementation(tmp_path):

@@ -4,54 +4,19 @@
 ``_interface.Store`` says what each member of ``Store`` does; this is how.
 Item access, assignment, deletion, ``in`` and ``len`` are C slots of the
 ``Store`` extension type and run in C. The source is in pieces, one
-concern each, that this file includes:
+concern each, in the folder ``_core_pieces``, which this file includes in
+one block below (one compilation unit, so that C inlines across them);
+docs/development.md, "Where the code lives", lists them with their
+pure-Python twins.
 
-- ``_platform.pxi``: the C the kernel calls: ``_platform.h`` (system
-  calls, atomics), ``_crc32.h`` (CRC-32), and writing bytes to a file.
-- ``_bytes.pxi``: the format's sizes, big-endian fields, key hashing,
-  borrowing the bytes of keys and values, and where a record's bytes
-  are (``Log``).
-- ``_table.pxi``: the index, an open-addressing hash table in C
-  (``Table``) whose 12-byte slots hold a record's offset and a hash of
-  its key, so that it does not grow with key length.
-- ``_index.pxi``: the index file's table, mapped and shared (``Base``,
-  each block and slot checked as it is used), under the private table
-  for the log past it (``Index``); an assignment's update waits in a
-  small queue, its slot prefetched, so that a large index does not
-  stall on each; building the table of a new index file.
-- ``_replay.pxi``: the index rebuild, in C: the log is parsed in
-  blocks, prefetched ahead, every length checked before use; the table
-  is sized once from the share of the log read so far; with another
-  processor free, a long log is parsed in a second thread.
-- ``_walk.pxi``: the tools' walk (``summarize_log``): the numbers of
-  ``semidbm stats`` and the damage ``semidbm verify`` finds, from the
-  rebuild's parser and a private table.
-- ``_views.pxi``: zero-copy reads (``Store.view``): the data file's map
-  as an object (``DataMap``) that the Store and the views of values in
-  it hold, unmapped with the last of them, and the read-only buffer a
-  view exports (``MappedValue``).
-- ``_batch.pxi`` (after the ``Store`` type): committing a batch, one
-  record whose keys enter the index together (docs/FORMAT.md, "Batches").
-- ``_sorted.pxi`` (after the ``Store`` type): the keys in byte order as
-  lines of text (``Store._sorted_lines``, for ``semidbm keys`` and
-  dumps): gathered from the index, radix-sorted in place, encoded.
-- ``_keys.pxi`` (after the ``Store`` type): the Store's use of the
-  index file: mapping and checking it, replaying the log past it,
-  dropping one that fails a check, a reader's switch to a newer one,
-  writing a new one.
-- ``_bulk.pxi`` (after the ``Store`` type): the bulk operations
-  (``Store.update``, ``get_many``, ``delete_many``): items stored in
-  runs, lookups of many keys pipelined.
-- this file: the ``Store`` type. The data file is memory-mapped, so
-  reads make no system call; a writer maps more than the file holds, so
-  that appends rarely remap, and touches only offsets below the end of
-  the log. Appends are encoded, with their CRC-32, straight into a C
-  buffer that reaches the file in large writes; reads of unflushed
-  records come from that buffer.
-
-Opening, torn tails and the file swap of a compaction are shared with
-the pure-Python kernel (``_files``, ``_tail``, ``_compaction``): they
-are not hot.
+This file holds the ``Store`` type. The data file is memory-mapped, so
+reads make no system call; a writer maps more than the file holds, so
+that appends rarely remap, and touches only offsets below the end of
+the log. Appends are encoded, with their CRC-32, straight into a C
+buffer that reaches the file in large writes; reads of unflushed
+records come from that buffer. Opening, torn tails and the file swap of
+a compaction are shared with the pure-Python kernel (``_files``,
+``_tail``, ``_compaction``): they are not hot.
 """
 
 import os
@@ -90,8 +55,6 @@ from .format import (
     check_header,
 )
 
-include "_platform.pxi"
-
 cdef enum:
     # Bytes a writer maps beyond the end of a small file, so appends rarely remap.
     MAP_HEADROOM = 1 << 26
@@ -106,12 +69,30 @@ cdef str CHANGED_DURING_ITERATION = _messages.CHANGED_DURING_ITERATION
 cdef str CHANGED_UNDER = _messages.CHANGED_UNDER
 cdef str SHRANK = _messages.SHRANK
 
-include "_bytes.pxi"
-include "_table.pxi"
-include "_index.pxi"
-include "_replay.pxi"
-include "_walk.pxi"
-include "_views.pxi"
+# The pieces of the kernel, each after those it uses. Those that take a Store
+# come before its type too: Cython resolves a type across the whole module.
+# The C the kernel calls (platform.h, crc32.h), and writing bytes to a file.
+include "_core_pieces/platform.pxi"
+# The format's sizes, big-endian fields, a record's encoding, borrowed bytes, Log.
+include "_core_pieces/bytes.pxi"
+# The key hash and the open-addressing hash table of 12-byte slots (Table).
+include "_core_pieces/table.pxi"
+# The index: the mapped index file (Base) under the private table (Index).
+include "_core_pieces/index.pxi"
+# The index rebuild: the log parsed in blocks, in a second thread for a long one.
+include "_core_pieces/replay.pxi"
+# The tools' examination of a data file (summarize_log), for stats and verify.
+include "_core_pieces/summary.pxi"
+# Zero-copy reads: the data file's map as an object, the buffer a view exports.
+include "_core_pieces/views.pxi"
+# The Store's use of the index file: map, check, drop, switch, write.
+include "_core_pieces/keys.pxi"
+# Committing a batch: one record whose keys enter the index together.
+include "_core_pieces/batch_commit.pxi"
+# The keys in byte order as lines of text (Store._sorted_lines).
+include "_core_pieces/sorted.pxi"
+# The bulk operations: update, get_many and delete_many.
+include "_core_pieces/bulk.pxi"
 
 
 cdef class Store:
@@ -141,7 +122,7 @@ cdef class Store:
     # The log: the mapping of the data file (its bytes below log.disk_end
     # belong to the log), then the buffer of records not yet written to it.
     cdef Log log
-    # The map log.map points into (see _views.pxi), and its length.
+    # The map log.map points into (see views.pxi), and its length.
     cdef DataMap mapping
     cdef size_t map_size
     # The views of values in this store's maps that are alive.
@@ -276,7 +257,7 @@ cdef class Store:
                 self.map_file(self.log.disk_end)
         return torn_tail
 
-    # --- the index file (its use is in _keys.pxi) ---
+    # --- the index file (its use is in keys.pxi) ---
 
     @property
     def index_covered(self):
@@ -396,7 +377,7 @@ cdef class Store:
         crc = crc32(0, key, key_size)
         if value != NULL:
             crc = crc32(crc, value, value_size)
-        encode_header(head, key_size, value_size if value != NULL else DELETED)
+        encode_lengths(head, key_size, value_size if value != NULL else DELETED)
         store_be32(tail, crc)
         offset = self.log.disk_end
         failure = write_all(self.fd, head, LENGTHS_SIZE)
@@ -438,9 +419,9 @@ cdef class Store:
         memset(out, 0, RECORD_OVERHEAD + 2 * record_size)
         out += RECORD_OVERHEAD
         crc = crc32(0, out + LENGTHS_SIZE, size)  # of the key's zero bytes
-        encode_header(out, size, 0)
+        encode_lengths(out, size, 0)
         store_be32(out + LENGTHS_SIZE + size, crc)
-        encode_header(out + record_size, size, DELETED)
+        encode_lengths(out + record_size, size, DELETED)
         store_be32(out + record_size + LENGTHS_SIZE + size, crc)
         return sealed
 
@@ -468,7 +449,7 @@ cdef class Store:
         """Add the bytes of records encoded whole to the log in one write; return their offset.
 
         ``sealed_empty``'s, a batch record, or the delete records of a
-        ``delete_many`` (``_bulk.pxi``). In the buffer, or straight
+        ``delete_many`` (``bulk.pxi``). In the buffer, or straight
         to the file when larger than it (cut back if that write fails).
         """
         cdef uint64_t offset = self.log.disk_end + self.buffer_used
@@ -566,7 +547,7 @@ cdef class Store:
     def view(self, key):
         """``_interface.Store.view``: a view into the map, or of a copy of a buffered value.
 
-        The view holds the map (``_views.pxi``), not the store. A record
+        The view holds the map (``views.pxi``), not the store. A record
         still in the append buffer has no place in the map yet, and the
         buffer is overwritten as it is reused: its value is copied.
         """
@@ -710,7 +691,7 @@ cdef class Store:
                                self.get(record + LENGTHS_SIZE, key_size, None)))
         return result
 
-    # --- bulk operations (their loops are in _bulk.pxi) ---
+    # --- bulk operations (their loops are in bulk.pxi) ---
 
     def update(self, other=(), /, **kwds):
         """``_interface.Store.update``, in C."""
@@ -950,13 +931,13 @@ cdef class Store:
         return end
 
     def _commit_batch(self, changes):
-        """``_interface.Store._commit_batch``, in C (``_batch.pxi``)."""
+        """``_interface.Store._commit_batch``, in C (``batch_commit.pxi``)."""
         with self.guard:
             self.check_writable("write")
             return batch_commit(self, changes)
 
     def _sorted_lines(self, form, progress=None):
-        """``_interface.Store._sorted_lines``, in C (``_sorted.pxi``)."""
+        """``_interface.Store._sorted_lines``, in C (``sorted.pxi``)."""
         return sorted_lines(self, form, progress)
 
     def _disown(self):
@@ -989,12 +970,6 @@ cdef class Store:
                 self.release()
 
 
-include "_keys.pxi"
-include "_batch.pxi"
-include "_sorted.pxi"
-include "_bulk.pxi"
-
-
 cdef class KeyIterator:
     """Iterates over a Store's keys (as bytes), in table order."""
 
@@ -1014,7 +989,7 @@ cdef class KeyIterator:
         cdef Store store = self.store
         cdef const char* record
         cdef uint64_t offset
-        check_unchanged(store, self.version)
+        keys_check_unchanged(store, self.version)
         offset = keys_next_live(store, &self.position)
         if offset == 0:
             if store.index.table.version != self.version:  # the index was dropped

@@ -6,7 +6,7 @@ digits, upper case when written), as in URLs (RFC 3986), so text stays
 readable and any bytes survive (``semidbm.migrate`` describes the whole
 dump). Here, apart from the API layer, because the kernels write dump
 lines too (``_interface.Store._sorted_lines``); the compiled kernel
-encodes by the same rule in C (``_sorted.pxi``).
+encodes by the same rule in C (``_core_pieces/sorted.pxi``).
 """
 
 import binascii

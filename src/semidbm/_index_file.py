@@ -38,7 +38,8 @@ SAMPLES = 32
 MAGIC = b"SEMIINDX"
 #: 2 since the header names a checkpoint of the log it was written for; 1 did not.
 VERSION = 2
-#: Fewest slots an index has.
+#: Fewest slots a table of the index has: an index file's, and the compiled
+#: kernel's private table, which starts there and doubles.
 MIN_CAPACITY = 16
 
 #: The header's fields before the samples: magic, version, header size,
@@ -80,10 +81,11 @@ def file_size(capacity):
 
 
 def capacity_for(count):
-    """The number of slots a new index of ``count`` keys gets: two thirds full.
+    """The number of slots a new index file of ``count`` keys gets: two thirds full.
 
     The writer can then add about an eighth more keys before its table
-    must grow.
+    must grow. (A private table of the compiled kernel is sized by
+    ``table_capacity_for``, in ``_core_pieces/table.pxi``.)
     """
     return max(MIN_CAPACITY, count * 3 // 2 + 1)
 

@@ -88,7 +88,7 @@ cdef bint base_verify_block(Base* base, size_t block) noexcept nogil:
 cdef bint base_verify_all(Base* base) noexcept nogil:
     """Whether every block of slots matches its checksum, and the slots in use number ``count``.
 
-    Before a walk of every key, which must agree with ``len()``.
+    Before a pass over every key, which must agree with ``len()``.
     """
     cdef size_t block, slot
     cdef uint64_t used = 0
@@ -309,7 +309,7 @@ cdef int index_merge(Index* index, Slot* slots, size_t capacity) noexcept:
     return 0
 
 
-cdef void block_checksums(const Slot* slots, size_t capacity, uint32_t* out) noexcept nogil:
+cdef void index_block_checksums(const Slot* slots, size_t capacity, uint32_t* out) noexcept nogil:
     """The CRC-32 of each block of ``BLOCK_SLOTS`` slots, in order, into ``out``."""
     cdef size_t block = 0, first = 0, count
     while first < capacity:
@@ -321,14 +321,14 @@ cdef void block_checksums(const Slot* slots, size_t capacity, uint32_t* out) noe
         first += count
 
 
-cdef int write_table(int out, const Slot* slots, size_t capacity) except -1:
+cdef int index_write_table(int out, const Slot* slots, size_t capacity) except -1:
     """Write an index file's slots, then their block checksums, to the file ``out``."""
     cdef size_t blocks = (capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS
     cdef uint32_t* sums = <uint32_t*>malloc(blocks * sizeof(uint32_t) + 1)
     if sums == NULL:
         raise MemoryError("cannot allocate the index's checksums")
     try:
-        block_checksums(slots, capacity, sums)
+        index_block_checksums(slots, capacity, sums)
         write_or_raise(out, <const char*>slots, capacity * sizeof(Slot))
         write_or_raise(out, <const char*>sums, blocks * sizeof(uint32_t))
     finally:
@@ -336,11 +336,11 @@ cdef int write_table(int out, const Slot* slots, size_t capacity) except -1:
     return 0
 
 
-cdef class TableBody:
+cdef class IndexFileBody:
     """The body of a new index file: ``_index_file.install`` calls it with the file to write to."""
 
     cdef const Slot* slots
     cdef size_t capacity
 
     def __call__(self, out):
-        write_table(out, self.slots, self.capacity)
+        index_write_table(out, self.slots, self.capacity)

@@ -1,15 +1,15 @@
-# The bulk operations of the compiled kernel (included by _core.pyx, after
-# the Store type): ``Store.update``, ``get_many`` and ``delete_many`` run
-# their loops here, in C, without releasing the GIL. What makes them
-# cheaper per item than a loop of item operations, beside the Python
-# calls the loop no longer makes: the full check of the store once per
-# call (a few loads per item after that); an update grows the table once
-# for the items of a dict, list or tuple, and stores items of bytes in
-# runs (room made in the table and the buffer once per run, the records'
-# checksums computed one after another); and the lookups of many keys
-# are pipelined: the slots of a key some keys ahead are asked for first,
-# then the record its probe leads to, so that the processor fetches the
-# memory of several keys at once instead of waiting for each in turn.
+# The bulk operations of the compiled kernel (included by _core.pyx):
+# ``Store.update``, ``get_many`` and ``delete_many`` run their loops here,
+# in C, without releasing the GIL. What makes them cheaper per item than a
+# loop of item operations, beside the Python calls the loop no longer
+# makes: the full check of the store once per call (a few loads per item
+# after that); an update grows the table once for the items of a dict,
+# list or tuple, and stores items of bytes in runs (room made in the table
+# and the buffer once per run, the records' checksums computed one after
+# another); and the lookups of many keys are pipelined: the slots of a key
+# some keys ahead are asked for first, then the record its probe leads to,
+# so that the processor fetches the memory of several keys at once instead
+# of waiting for each in turn.
 # docs/bulk.md has the measurements.
 
 from cpython.bytearray cimport PyByteArray_Check
@@ -18,7 +18,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.memoryview cimport PyMemoryView_Check
 
 cdef enum:
-    # Items of bytes that an update stores together (see store_run): half the
+    # Items of bytes that an update stores together (see bulk_store_run): half the
     # queue of index updates (PENDING_LIMIT), so that the updates a run's
     # queuing applies were queued, their slots asked for, a run before
     # (measured: 8 is faster than 4, 16 or 32).
@@ -33,10 +33,10 @@ cdef enum:
     PAIRWISE_REPEATS = 32
 
 # Marks the ``where`` of a key found in the private table (else: a mapped slot).
-cdef uint64_t PRIVATE = <uint64_t>1 << 63
+cdef uint64_t PRIVATE_SLOT = <uint64_t>1 << 63
 
 
-cdef struct Target:
+cdef struct BulkTarget:
     # A key of get_many or delete_many: its bytes (held by a Python object),
     # its hash, and where delete_many found it.
     const char* key
@@ -47,8 +47,8 @@ cdef struct Target:
 
 # --- update ---
 
-cdef struct Run:
-    # Items of bytes that an update stores together (``store_run``): the
+cdef struct BulkRun:
+    # Items of bytes that an update stores together (``bulk_store_run``): the
     # objects, each held (a reference) until then, and the bytes of their records.
     PyObject* keys[RUN_ITEMS]
     PyObject* values[RUN_ITEMS]
@@ -64,31 +64,31 @@ cdef int bulk_update(Store store, object other, dict extra) except -1:
     iterable of pairs. Each item is stored as an assignment stores it;
     an error stops the update with the items before it stored. Items
     of bytes from a dict, or a list or tuple of pairs, are stored in
-    runs (``store_run``); where the items come from code (an iterator,
+    runs (``bulk_store_run``); where the items come from code (an iterator,
     a mapping's ``[]``), each is stored before the code runs again,
     which may look at the database.
     """
-    cdef Run run
+    cdef BulkRun run
     run.count = 0
     run.size = 0
     store.check_writable("write")
     try:
         if type(other) is dict:
-            put_dict(store, &run, other)
+            bulk_put_dict(store, &run, other)
         elif hasattr(other, "keys"):
             for key in other.keys():
-                put_item(store, &run, key, other[key], False)
+                bulk_put_item(store, &run, key, other[key], False)
         else:
-            put_pairs(store, &run, other)
+            bulk_put_pairs(store, &run, other)
         if extra:
-            put_dict(store, &run, extra)
-        store_run(store, &run)
+            bulk_put_dict(store, &run, extra)
+        bulk_store_run(store, &run)
     finally:
-        let_go(&run)
+        bulk_let_go(&run)
     return 0
 
 
-cdef int reserve_keys(Store store, Py_ssize_t count) except -1:
+cdef int bulk_reserve(Store store, Py_ssize_t count) except -1:
     """Grow the private table once, if need be, to room for ``count`` keys more.
 
     Adding them one at a time would grow it step by step, moving every
@@ -101,22 +101,22 @@ cdef int reserve_keys(Store store, Py_ssize_t count) except -1:
     return 0
 
 
-cdef int put_dict(Store store, Run* run, dict items) except -1:
+cdef int bulk_put_dict(Store store, BulkRun* run, dict items) except -1:
     """Store the items of the dict ``items``, read in place (they may wait in runs)."""
     cdef Py_ssize_t position = 0
     cdef PyObject* key
     cdef PyObject* value
-    store_run(store, run)  # the items before, if any: nothing raises with items waiting
-    reserve_keys(store, PyDict_Size(items))
+    bulk_store_run(store, run)  # the items before, if any: nothing raises with items waiting
+    bulk_reserve(store, PyDict_Size(items))
     while PyDict_Next(items, &position, &key, &value):
         # Held here: the dict may change if storing an item runs Python code.
         held_key = <object>key
         held_value = <object>value
-        put_item(store, run, held_key, held_value, True)
+        bulk_put_item(store, run, held_key, held_value, True)
     return 0
 
 
-cdef int put_pairs(Store store, Run* run, object pairs) except -1:
+cdef int bulk_put_pairs(Store store, BulkRun* run, object pairs) except -1:
     """Store the ``(key, value)`` pairs of the iterable ``pairs`` (any sequence of 2 for a pair).
 
     The pairs of a list or tuple may wait in runs; those of another
@@ -124,28 +124,28 @@ cdef int put_pairs(Store store, Run* run, object pairs) except -1:
     """
     cdef Py_ssize_t number = 0
     cdef bint waiting = type(pairs) is list or type(pairs) is tuple
-    store_run(store, run)  # the items before, if any: nothing raises with items waiting
+    bulk_store_run(store, run)  # the items before, if any: nothing raises with items waiting
     if waiting:
-        reserve_keys(store, len(pairs))
+        bulk_reserve(store, len(pairs))
     for item in pairs:
         if type(item) is not tuple:
-            store_run(store, run)  # making it a tuple may run code
+            bulk_store_run(store, run)  # making it a tuple may run code
             try:
                 item = tuple(item)
             except TypeError:
                 raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
         if len(<tuple>item) != 2:
-            store_run(store, run)
+            bulk_store_run(store, run)
             raise ValueError(_messages.NOT_TWO % (number, len(<tuple>item)))
         key = (<tuple>item)[0]
         value = (<tuple>item)[1]
         item = None  # so that zip() may reuse its tuple for the next pair
-        put_item(store, run, key, value, waiting)
+        bulk_put_item(store, run, key, value, waiting)
         number += 1
     return 0
 
 
-cdef int put_item(Store store, Run* run, object key, object value, bint waiting) except -1:
+cdef int bulk_put_item(Store store, BulkRun* run, object key, object value, bint waiting) except -1:
     """Store one item, as ``store[key] = value`` does, or add it to ``run`` if it may wait.
 
     With ``waiting``, an item of bytes whose record fits the buffer
@@ -162,7 +162,7 @@ cdef int put_item(Store store, Run* run, object key, object value, bint waiting)
         ):
             size = RECORD_OVERHEAD + key_size + value_size
             if run.size + size > store.buffer_size:
-                store_run(store, run)
+                bulk_store_run(store, run)
             Py_INCREF(key)
             Py_INCREF(value)
             run.keys[run.count] = <PyObject*>key
@@ -170,25 +170,25 @@ cdef int put_item(Store store, Run* run, object key, object value, bint waiting)
             run.count += 1
             run.size += size
             if run.count == RUN_ITEMS:
-                store_run(store, run)
+                bulk_store_run(store, run)
             return 0
-    store_run(store, run)
+    bulk_store_run(store, run)
     if PyBytes_Check(key) and PyBytes_Check(value):
-        return put_bytes(store, key, value, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
-                         PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+        return bulk_put_bytes(store, key, value, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                              PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
     borrow(key, &borrowed_key, "keys")
     try:
         borrow(value, &borrowed_value, "values")
         try:
-            return put_bytes(store, key, value, borrowed_key.data, borrowed_key.size,
-                             borrowed_value.data, borrowed_value.size)
+            return bulk_put_bytes(store, key, value, borrowed_key.data, borrowed_key.size,
+                                  borrowed_value.data, borrowed_value.size)
         finally:
             give_back(&borrowed_value)
     finally:
         give_back(&borrowed_key)
 
 
-cdef int store_run(Store store, Run* run) except -1:
+cdef int bulk_store_run(Store store, BulkRun* run) except -1:
     """Store the items of ``run``, in order, and empty it.
 
     Room is made once: in the table for all its keys, in the buffer for
@@ -211,7 +211,7 @@ cdef int store_run(Store store, Run* run) except -1:
         if store.buffer_used + run.size > store.buffer_size:
             store.flush()
         # After the flush, whose index updates may drop the index (and the room made).
-        reserve_keys(store, run.count)
+        bulk_reserve(store, run.count)
         start = store.buffer_used
         out = store.log.buffer + start
         for at in range(run.count):
@@ -219,7 +219,7 @@ cdef int store_run(Store store, Run* run) except -1:
             value_size = PyBytes_GET_SIZE(<object>run.values[at])
             hashes[at] = hash_key(store.index.seed, PyBytes_AS_STRING(<object>run.keys[at]),
                                   key_size)
-            encode_header(out, key_size, value_size)
+            encode_lengths(out, key_size, value_size)
             memcpy(out + LENGTHS_SIZE, PyBytes_AS_STRING(<object>run.keys[at]), key_size)
             memcpy(out + LENGTHS_SIZE + key_size, PyBytes_AS_STRING(<object>run.values[at]),
                    value_size)
@@ -243,11 +243,11 @@ cdef int store_run(Store store, Run* run) except -1:
             offset += size
             out += size
     finally:
-        let_go(run)
+        bulk_let_go(run)
     return 0
 
 
-cdef void let_go(Run* run) noexcept:
+cdef void bulk_let_go(BulkRun* run) noexcept:
     """Empty ``run``, letting go of its objects."""
     cdef int at
     for at in range(run.count):
@@ -257,9 +257,9 @@ cdef void let_go(Run* run) noexcept:
     run.size = 0
 
 
-cdef int put_bytes(Store store, object key, object value, const char* key_data,
-                   Py_ssize_t key_size, const char* value_data,
-                   Py_ssize_t value_size) except -1:
+cdef int bulk_put_bytes(Store store, object key, object value, const char* key_data,
+                        Py_ssize_t key_size, const char* value_data,
+                        Py_ssize_t value_size) except -1:
     """Append the record of ``key`` and ``value`` (their bytes given) and queue its index update.
 
     What ``Store.__setitem__`` does for an item that cannot wait in a
@@ -289,7 +289,7 @@ cdef int put_bytes(Store store, object key, object value, const char* key_data,
 
 # --- the keys of get_many and delete_many ---
 
-cdef object key_sequence(object keys, str method):
+cdef object bulk_key_sequence(object keys, str method):
     """``keys`` as a list or tuple (made from any other iterable); one key is refused.
 
     A str or bytes-like object would give its characters or bytes as keys.
@@ -303,7 +303,7 @@ cdef object key_sequence(object keys, str method):
     return list(keys)
 
 
-cdef Target* key_targets(object keys, Py_ssize_t count, list copies) except NULL:
+cdef BulkTarget* bulk_key_targets(object keys, Py_ssize_t count, list copies) except NULL:
     """An array of the bytes of the ``count`` keys of the list or tuple ``keys``.
 
     A key given as bytes or str is read in place (a str's UTF-8 stays
@@ -313,7 +313,7 @@ cdef Target* key_targets(object keys, Py_ssize_t count, list copies) except NULL
     key on, the keys of a list are held in ``copies`` too. The caller
     frees the array.
     """
-    cdef Target* targets = <Target*>malloc(count * sizeof(Target) + 1)
+    cdef BulkTarget* targets = <BulkTarget*>malloc(count * sizeof(BulkTarget) + 1)
     cdef Py_ssize_t at
     cdef Borrowed borrowed
     cdef bytes copy
@@ -354,7 +354,7 @@ cdef Target* key_targets(object keys, Py_ssize_t count, list copies) except NULL
 
 # --- lookups, pipelined ---
 
-cdef inline void ask_for_slots(Store store, Target* target) noexcept:
+cdef inline void bulk_ask_for_slots(Store store, BulkTarget* target) noexcept:
     """Hash the key of ``target`` and ask the processor for the slots where its probes start."""
     target.hashed = hash_key(store.index.seed, target.key, target.size)
     if store.index.table.capacity:
@@ -363,7 +363,7 @@ cdef inline void ask_for_slots(Store store, Target* target) noexcept:
         table_prefetch(&store.index.base.table, target.hashed)
 
 
-cdef inline uint64_t candidate(const Table* table, uint32_t hashed, uint64_t limit) noexcept:
+cdef inline uint64_t bulk_candidate(const Table* table, uint32_t hashed, uint64_t limit) noexcept:
     """The offset in the first slot of the probe for ``hashed`` whose hash matches; 0 if none.
 
     Only a hint for a prefetch: a few slots at most, and an offset at or
@@ -380,15 +380,15 @@ cdef inline uint64_t candidate(const Table* table, uint32_t hashed, uint64_t lim
     return 0
 
 
-cdef inline void ask_for_record(Store store, const Target* target) noexcept:
+cdef inline void bulk_ask_for_record(Store store, const BulkTarget* target) noexcept:
     """Ask the processor for the record that the probe for ``target``'s key will compare."""
     cdef uint64_t offset = 0
     cdef const char* record
     if store.index.table.capacity:
-        offset = candidate(&store.index.table, target.hashed,
-                           store.log.disk_end + <uint64_t>store.buffer_used)
+        offset = bulk_candidate(&store.index.table, target.hashed,
+                                store.log.disk_end + <uint64_t>store.buffer_used)
     if offset == 0 and store.index.base.table.capacity:
-        offset = candidate(&store.index.base.table, target.hashed, store.index.base.covered)
+        offset = bulk_candidate(&store.index.base.table, target.hashed, store.index.base.covered)
     if offset >= HEADER_SIZE:
         record = log_record(&store.log, offset)
         # The lines of its first 128 bytes: the lengths, the key, a small value.
@@ -397,23 +397,23 @@ cdef inline void ask_for_record(Store store, const Target* target) noexcept:
         semidbm_prefetch(record + 127)
 
 
-cdef inline void look_ahead(Store store, Target* targets, Py_ssize_t count,
-                            Py_ssize_t at) noexcept:
+cdef inline void bulk_look_ahead(Store store, BulkTarget* targets, Py_ssize_t count,
+                                 Py_ssize_t at) noexcept:
     """Before key ``at`` is looked up: ask for the slots of a key further on, the record of one
     nearer (``SLOT_AHEAD``, ``RECORD_AHEAD``)."""
     if at + SLOT_AHEAD < count:
-        ask_for_slots(store, &targets[at + SLOT_AHEAD])
+        bulk_ask_for_slots(store, &targets[at + SLOT_AHEAD])
     if at + RECORD_AHEAD < count:
-        ask_for_record(store, &targets[at + RECORD_AHEAD])
+        bulk_ask_for_record(store, &targets[at + RECORD_AHEAD])
 
 
-cdef void start_lookups(Store store, Target* targets, Py_ssize_t count) noexcept:
-    """Hash the first keys and ask for their slots and records (``look_ahead`` does the rest)."""
+cdef void bulk_start_lookups(Store store, BulkTarget* targets, Py_ssize_t count) noexcept:
+    """Hash the first keys and ask for their slots and records (``bulk_look_ahead``: the rest)."""
     cdef Py_ssize_t at
     for at in range(min(count, SLOT_AHEAD)):
-        ask_for_slots(store, &targets[at])
+        bulk_ask_for_slots(store, &targets[at])
     for at in range(min(count, RECORD_AHEAD)):
-        ask_for_record(store, &targets[at])
+        bulk_ask_for_record(store, &targets[at])
 
 
 # --- get_many ---
@@ -421,25 +421,25 @@ cdef void start_lookups(Store store, Target* targets, Py_ssize_t count) noexcept
 cdef list bulk_get(Store store, object keys, object default):
     """``Store.get_many``: the values of ``keys`` in order, ``default`` for a missing one."""
     cdef Py_ssize_t count, at, value_size
-    cdef Target* targets
+    cdef BulkTarget* targets
     cdef list copies = []
     cdef list values
     cdef uint64_t offset
     cdef const char* value
     if store.fd < 0 or store.busy:
         store.check_open()
-    keys = key_sequence(keys, "get_many")
+    keys = bulk_key_sequence(keys, "get_many")
     count = len(keys)
-    targets = key_targets(keys, count, copies)
+    targets = bulk_key_targets(keys, count, copies)
     try:
         if store.fd < 0 or store.busy:  # converting a key may have run Python code
             store.check_open()
         if store.index.table.pending_count:
             keys_apply_pending(store)
         values = PyList_New(count)
-        start_lookups(store, targets, count)
+        bulk_start_lookups(store, targets, count)
         for at in range(count):
-            look_ahead(store, targets, count, at)
+            bulk_look_ahead(store, targets, count, at)
             if keys_find(store, targets[at].key, targets[at].size, targets[at].hashed,
                          &offset) == 1:
                 value = store.value_at(offset, &value_size)
@@ -462,44 +462,44 @@ cdef int bulk_delete(Store store, object keys) except -1:
     first such key before anything is written.
     """
     cdef Py_ssize_t count, located, repeated
-    cdef Target* targets
+    cdef BulkTarget* targets
     cdef list copies = []
     store.check_writable("delete")
-    keys = key_sequence(keys, "delete_many")
+    keys = bulk_key_sequence(keys, "delete_many")
     count = len(keys)
-    targets = key_targets(keys, count, copies)
+    targets = bulk_key_targets(keys, count, copies)
     try:
         if store.fd < 0 or store.busy or not store.writable:
             store.check_writable("delete")
         if store.index.table.pending_count:
             keys_apply_pending(store)
-        located = locate_keys(store, targets, count)
-        repeated = first_repeat(store, targets, located)
+        located = bulk_locate_keys(store, targets, count)
+        repeated = bulk_first_repeat(store, targets, located)
         if repeated >= 0:
             raise KeyError(keys[repeated])
         if located < count:
             raise KeyError(keys[located])
-        delete_located(store, targets, count)
+        bulk_delete_located(store, targets, count)
     finally:
         free(targets)
     return 0
 
 
-cdef Py_ssize_t locate_keys(Store store, Target* targets, Py_ssize_t count) except -2:
-    """Set each target's ``where``: its private slot (marked ``PRIVATE``) or its mapped slot.
+cdef Py_ssize_t bulk_locate_keys(Store store, BulkTarget* targets, Py_ssize_t count) except -2:
+    """Set each target's ``where``: its private slot (marked ``PRIVATE_SLOT``) or its mapped slot.
 
     Stops at the first key that is not live; returns how many keys were
     located (``count`` if all are live). A mapped index that fails a
     check is dropped and the search starts again.
     """
     cdef Py_ssize_t at, slot, held
-    start_lookups(store, targets, count)
+    bulk_start_lookups(store, targets, count)
     for at in range(count):
-        look_ahead(store, targets, count, at)
+        bulk_look_ahead(store, targets, count, at)
         slot = table_find(&store.index.table, targets[at].key, targets[at].size,
                           targets[at].hashed)
         if slot >= 0:
-            targets[at].where = PRIVATE | <uint64_t>slot
+            targets[at].where = PRIVATE_SLOT | <uint64_t>slot
             continue
         if store.index.base.table.capacity == 0:
             return at
@@ -507,14 +507,15 @@ cdef Py_ssize_t locate_keys(Store store, Target* targets, Py_ssize_t count) exce
                          targets[at].hashed)
         if held == DAMAGED:
             keys_drop(store)
-            return locate_keys(store, targets, count)
+            return bulk_locate_keys(store, targets, count)
         if held < 0 or base_is_shadowed(&store.index.base, held):
             return at
         targets[at].where = <uint64_t>held
     return count
 
 
-cdef Py_ssize_t first_repeat(Store store, const Target* targets, Py_ssize_t count) except -2:
+cdef Py_ssize_t bulk_first_repeat(Store store, const BulkTarget* targets,
+                                  Py_ssize_t count) except -2:
     """The first target whose slot an earlier one has (its key was given before); -1 if none."""
     cdef Py_ssize_t at, earlier
     cdef size_t bit
@@ -532,8 +533,8 @@ cdef Py_ssize_t first_repeat(Store store, const Target* targets, Py_ssize_t coun
     try:
         for at in range(count):
             # The private slots after the mapped ones.
-            bit = <size_t>(targets[at].where & ~PRIVATE)
-            if targets[at].where & PRIVATE:
+            bit = <size_t>(targets[at].where & ~PRIVATE_SLOT)
+            if targets[at].where & PRIVATE_SLOT:
                 bit += store.index.base.table.capacity
             if seen[bit >> 3] & (1 << (bit & 7)):
                 return at
@@ -543,7 +544,7 @@ cdef Py_ssize_t first_repeat(Store store, const Target* targets, Py_ssize_t coun
     return -1
 
 
-cdef int delete_located(Store store, Target* targets, Py_ssize_t count) except -1:
+cdef int bulk_delete_located(Store store, BulkTarget* targets, Py_ssize_t count) except -1:
     """Append the delete records of the located keys in one write, then take them out of the index.
 
     All or none: the records are appended as one (``append_encoded``:
@@ -557,15 +558,15 @@ cdef int delete_located(Store store, Target* targets, Py_ssize_t count) except -
     if count == 0:
         return 0
     for at in range(count):
-        if targets[at].where & PRIVATE:
-            targets[at].where = PRIVATE | table.slots[targets[at].where & ~PRIVATE].offset
+        if targets[at].where & PRIVATE_SLOT:
+            targets[at].where = PRIVATE_SLOT | table.slots[targets[at].where & ~PRIVATE_SLOT].offset
     # With nothing pending, appending moves no slot.
-    store.append_encoded(delete_records(targets, count))
+    store.append_encoded(bulk_delete_records(targets, count))
     for at in range(count):
-        if at + SLOT_AHEAD < count and targets[at + SLOT_AHEAD].where & PRIVATE:
+        if at + SLOT_AHEAD < count and targets[at + SLOT_AHEAD].where & PRIVATE_SLOT:
             table_prefetch(table, targets[at + SLOT_AHEAD].hashed)
-        if targets[at].where & PRIVATE:
-            slot = slot_of_record(table, targets[at].hashed, targets[at].where & ~PRIVATE)
+        if targets[at].where & PRIVATE_SLOT:
+            slot = bulk_slot_of_record(table, targets[at].hashed, targets[at].where & ~PRIVATE_SLOT)
             if slot >= 0:
                 table_remove(table, slot)
         else:
@@ -573,7 +574,7 @@ cdef int delete_located(Store store, Target* targets, Py_ssize_t count) except -
     return 0
 
 
-cdef bytes delete_records(const Target* targets, Py_ssize_t count):
+cdef bytes bulk_delete_records(const BulkTarget* targets, Py_ssize_t count):
     """The delete records of the keys of ``targets``, one after another, as ``append`` encodes
     each."""
     cdef Py_ssize_t at
@@ -589,8 +590,8 @@ cdef bytes delete_records(const Target* targets, Py_ssize_t count):
     return records
 
 
-cdef inline Py_ssize_t slot_of_record(const Table* table, uint32_t hashed,
-                                      uint64_t offset) noexcept nogil:
+cdef inline Py_ssize_t bulk_slot_of_record(const Table* table, uint32_t hashed,
+                                           uint64_t offset) noexcept nogil:
     """The slot pointing at the record at ``offset``, whose key has the hash ``hashed``; -1 if none.
 
     None only if Python code run meanwhile (a finalizer) deleted the key.

@@ -1,5 +1,5 @@
 # The keys in byte order, as lines of text, for ``semidbm keys`` and dumps
-# (included by _core.pyx after the Store type): ``Store._sorted_lines``.
+# (included by _core.pyx): ``Store._sorted_lines``.
 # The live keys' records are gathered from the index, sorted in place by
 # their bytes (an MSD radix sort on the key's first eight bytes, kept
 # beside each record's offset, then on the bytes in the log), and turned
@@ -28,7 +28,7 @@ cdef enum:
     DUMP_LINES = 2
 
 
-# Marks the prefix of an entry that holds, during ``gather_keys``, the mapped slot its
+# Marks the prefix of an entry that holds, during ``sort_gather_keys``, the mapped slot its
 # record has yet to be checked against.
 cdef uint64_t MAPPED_SLOT = <uint64_t>1 << 63
 # The code of each of ``_fields.LINE_FORMS``.
@@ -37,7 +37,7 @@ cdef dict LINE_FORMS = {"keys": KEY_LINES, "encoded keys": ENCODED_KEY_LINES,
 cdef const char* HEX_DIGITS = b"0123456789ABCDEF"
 
 
-cdef bint literal_byte(unsigned char byte) noexcept nogil:
+cdef bint lines_literal_byte(unsigned char byte) noexcept nogil:
     """Whether ``byte`` stands for itself in a dump field: printable ASCII but space, % and #."""
     return 0x21 <= byte <= 0x7E and byte != 0x25 and byte != 0x23
 
@@ -73,7 +73,7 @@ cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth
     return 0 if depth >= size else <int>(<const unsigned char*>key)[depth] + 1
 
 
-cdef int compare_entries(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
+cdef int sort_compare(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
     """Compare two keys by their bytes, as bytes objects compare: < 0, 0 or > 0."""
     cdef size_t a_size, b_size
     cdef const char* a_key
@@ -89,51 +89,52 @@ cdef int compare_entries(const Log* log, const KeyEntry* a, const KeyEntry* b) n
     return (a_size > b_size) - (a_size < b_size)
 
 
-cdef void insertion_sort(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
+cdef void sort_by_insertion(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
     """Sort a few entries by comparisons."""
     cdef size_t at, place
     cdef KeyEntry moving
     for at in range(1, count):
         moving = entries[at]
         place = at
-        while place and compare_entries(log, &moving, &entries[place - 1]) < 0:
+        while place and sort_compare(log, &moving, &entries[place - 1]) < 0:
             entries[place] = entries[place - 1]
             place -= 1
         entries[place] = moving
 
 
-cdef void sift_down(const Log* log, KeyEntry* entries, size_t root, size_t count) noexcept nogil:
+cdef void sort_sift_down(const Log* log, KeyEntry* entries, size_t root,
+                         size_t count) noexcept nogil:
     """Restore the heap order below ``root`` in the first ``count`` entries."""
     cdef size_t child
     cdef KeyEntry moving = entries[root]
     while 2 * root + 1 < count:
         child = 2 * root + 1
-        if child + 1 < count and compare_entries(log, &entries[child], &entries[child + 1]) < 0:
+        if child + 1 < count and sort_compare(log, &entries[child], &entries[child + 1]) < 0:
             child += 1
-        if compare_entries(log, &moving, &entries[child]) >= 0:
+        if sort_compare(log, &moving, &entries[child]) >= 0:
             break
         entries[root] = entries[child]
         root = child
     entries[root] = moving
 
 
-cdef void heap_sort(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
+cdef void sort_by_heap(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
     """Sort entries by comparisons in O(n log n), in place: for groups deep in shared bytes."""
     cdef size_t at = count // 2
     cdef KeyEntry largest
     while at:
         at -= 1
-        sift_down(log, entries, at, count)
+        sort_sift_down(log, entries, at, count)
     while count > 1:
         count -= 1
         largest = entries[0]
         entries[0] = entries[count]
         entries[count] = largest
-        sift_down(log, entries, 0, count)
+        sort_sift_down(log, entries, 0, count)
 
 
-cdef size_t partition(const Log* log, KeyEntry* entries, size_t count, size_t depth,
-                      size_t* counts) noexcept nogil:
+cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size_t depth,
+                           size_t* counts) noexcept nogil:
     """Group the entries by their byte at ``depth`` or further on; return that depth.
 
     Depths where every key has the same byte are skipped. The groups,
@@ -183,12 +184,12 @@ cdef void sort_entries(const Log* log, KeyEntry* entries, size_t count, size_t d
     cdef size_t start
     cdef int group
     if count <= SMALL_SORT:
-        insertion_sort(log, entries, count)
+        sort_by_insertion(log, entries, count)
         return
     if level >= SORT_LEVELS:
-        heap_sort(log, entries, count)
+        sort_by_heap(log, entries, count)
         return
-    depth = partition(log, entries, count, depth, counts)
+    depth = sort_partition(log, entries, count, depth, counts)
     start = counts[0]
     for group in range(1, 257):
         if counts[group] > 1:
@@ -196,23 +197,23 @@ cdef void sort_entries(const Log* log, KeyEntry* entries, size_t count, size_t d
         start += counts[group]
 
 
-cdef size_t encoded_size(const char* data, size_t size) noexcept nogil:
+cdef size_t lines_encoded_size(const char* data, size_t size) noexcept nogil:
     """The length of ``size`` bytes as a dump field."""
     cdef size_t result = size
     cdef size_t at
     for at in range(size):
-        if not literal_byte(<unsigned char>data[at]):
+        if not lines_literal_byte(<unsigned char>data[at]):
             result += 2
     return result
 
 
-cdef char* encode_into(char* out, const char* data, size_t size) noexcept nogil:
+cdef char* lines_encode_into(char* out, const char* data, size_t size) noexcept nogil:
     """Write ``size`` bytes as a dump field at ``out``; return where it ends."""
     cdef size_t at
     cdef unsigned char byte
     for at in range(size):
         byte = <unsigned char>data[at]
-        if literal_byte(byte):
+        if lines_literal_byte(byte):
             out[0] = <char>byte
             out += 1
         else:
@@ -249,7 +250,7 @@ cdef class SortedLines:
         cdef size_t end, size, line, lines
         cdef bytes chunk
         cdef char* out
-        check_unchanged(self.store, self.version)
+        keys_check_unchanged(self.store, self.version)
         if self.position == self.count:
             raise StopIteration
         end = self.position
@@ -276,10 +277,10 @@ cdef class SortedLines:
         cdef Py_ssize_t value_size
         if self.form == KEY_LINES:
             return key_size + 1
-        size = encoded_size(key, key_size) + 1
+        size = lines_encoded_size(key, key_size) + 1
         if self.form == DUMP_LINES:
             value = self.store.value_at(entry_offset(entry), &value_size)
-            size += 1 + encoded_size(value, value_size)
+            size += 1 + lines_encoded_size(value, value_size)
         return size
 
     cdef char* write_line(self, char* out, const KeyEntry* entry) except NULL:
@@ -292,20 +293,20 @@ cdef class SortedLines:
             memcpy(out, key, key_size)
             out += key_size
         else:
-            out = encode_into(out, key, key_size)
+            out = lines_encode_into(out, key, key_size)
             if self.form == DUMP_LINES:
                 value = self.store.value_at(entry_offset(entry), &value_size)
                 out[0] = b' '
-                out = encode_into(out + 1, value, value_size)
+                out = lines_encode_into(out + 1, value, value_size)
         out[0] = b'\n'
         return out + 1
 
 
-cdef SortedLines gather_keys(Store store):
+cdef SortedLines sort_gather_keys(Store store):
     """The live keys' entries, unsorted: their records' offsets, then their prefixes.
 
     The records lie all over the log, in the order of the index's slots:
-    they are read in a second pass (``read_entries``, by two threads
+    they are read in a second pass (``sort_read_entries``, by two threads
     for many keys). So the slots of the mapped index are checked there
     (``base_slot_sound``), before their record is read: meanwhile an
     entry's prefix holds its mapped slot, marked by ``MAPPED_SLOT``.
@@ -341,9 +342,9 @@ cdef SortedLines gather_keys(Store store):
             MAPPED_SLOT | (position - 1) if position <= base.table.capacity else 0
         )
         lines.count += 1
-    if share_out(READ_RECORDS, &store.log, base, lines.entries, lines.count, NULL, 0):
+    if sort_share_out(READ_RECORDS, &store.log, base, lines.entries, lines.count, NULL, 0):
         keys_drop(store)
-        return gather_keys(store)
+        return sort_gather_keys(store)
     return lines
 
 
@@ -352,7 +353,7 @@ cdef object sorted_lines(Store store, object form, object progress):
     cdef SortedLines lines
     if form not in LINE_FORMS:
         raise ValueError(_messages.NO_LINE_FORM % (form, ", ".join(_fields.LINE_FORMS)))
-    lines = gather_keys(store)
+    lines = sort_gather_keys(store)
     lines.form = LINE_FORMS[form]
     sort_lines(lines, progress)
     return lines.count, lines
@@ -370,27 +371,27 @@ cdef int sort_lines(SortedLines lines, object progress) except -1:
     cdef size_t depth
     cdef Log* log = &lines.store.log
     if lines.count <= SMALL_SORT:
-        insertion_sort(log, lines.entries, lines.count)
+        sort_by_insertion(log, lines.entries, lines.count)
     else:
-        depth = partition(log, lines.entries, lines.count, 0, counts)
+        depth = sort_partition(log, lines.entries, lines.count, 0, counts)
         if progress is not None:
             progress(counts[0], lines.count)
-            check_unchanged(lines.store, lines.version)
-        share_out(SORT_GROUPS, log, NULL, lines.entries, lines.count, counts, depth + 1)
+            keys_check_unchanged(lines.store, lines.version)
+        sort_share_out(SORT_GROUPS, log, NULL, lines.entries, lines.count, counts, depth + 1)
     if progress is not None:
         progress(lines.count, lines.count)
-        check_unchanged(lines.store, lines.version)
+        keys_check_unchanged(lines.store, lines.version)
     return 0
 
 
 # --- Two threads ---
 
-cdef struct Shared:
+cdef struct SortShare:
     # Work that this thread and a second one share out in turns (``taken``):
     # the gathering's reads of the records (READ_RECORDS, in shares of
     # READ_SHARE entries), or the sort of the groups of the first split
     # (SORT_GROUPS, one group a share). ``started`` and ``finished`` hand it
-    # over (helper_starts, owner_abandons); ``damaged`` says that a mapped
+    # over (replay_helper_starts, replay_owner_abandons); ``damaged`` says that a mapped
     # slot failed its check. Neither thread runs Python code: the GIL stays
     # with the caller.
     uint64_t started
@@ -406,8 +407,8 @@ cdef struct Shared:
     size_t starts[258]      # SORT_GROUPS: where each group starts, then the end
 
 
-cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries, size_t count,
-                   const size_t* counts, size_t depth) except -1:
+cdef int sort_share_out(int task, const Log* log, const Base* base, KeyEntry* entries, size_t count,
+                        const size_t* counts, size_t depth) except -1:
     """Do ``task`` over ``entries``, with a second thread for many keys; 1 if ``damaged``, else 0.
 
     ``counts`` (the groups' sizes) and ``depth`` (where they part) are
@@ -415,7 +416,7 @@ cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries
     started once every share is taken, it is not waited for: it frees
     the work when it starts.
     """
-    cdef Shared* shared = <Shared*>calloc(1, sizeof(Shared))
+    cdef SortShare* shared = <SortShare*>calloc(1, sizeof(SortShare))
     cdef size_t group
     cdef int damaged
     if shared == NULL:
@@ -429,34 +430,34 @@ cdef int share_out(int task, const Log* log, const Base* base, KeyEntry* entries
     if task == SORT_GROUPS:
         for group in range(257):
             shared.starts[group + 1] = shared.starts[group] + counts[group]
-    # threaded_replay: this process may use another processor (see _replay.pxi).
+    # threaded_replay: this process may use another processor (see replay.pxi).
     if not (count >= SHARED_SORT and threaded_replay and PyThread_start_new_thread(
-            share_in_thread, shared) != PYTHREAD_INVALID_THREAD_ID):
-        do_shares(shared)
+            sort_share_in_thread, shared) != PYTHREAD_INVALID_THREAD_ID):
+        sort_do_shares(shared)
         damaged = shared.damaged
         free(shared)
         return damaged
-    do_shares(shared)
+    sort_do_shares(shared)
     damaged = semidbm_load_acquire(&shared.damaged)
-    if not owner_abandons(&shared.started):
+    if not replay_owner_abandons(&shared.started):
         return damaged  # the second thread took no share; it frees the work
-    wait_until_finished(&shared.finished)
+    replay_wait_until_finished(&shared.finished)
     damaged = semidbm_load_acquire(&shared.damaged)
     free(shared)
     return damaged
 
 
-cdef void share_in_thread(void* argument) noexcept nogil:
+cdef void sort_share_in_thread(void* argument) noexcept nogil:
     """The second thread: take shares until none is left (or free the work, if abandoned)."""
-    cdef Shared* shared = <Shared*>argument
-    if not helper_starts(&shared.started):
+    cdef SortShare* shared = <SortShare*>argument
+    if not replay_helper_starts(&shared.started):
         free(shared)
         return
-    do_shares(shared)
+    sort_do_shares(shared)
     semidbm_store_release(&shared.finished, True)
 
 
-cdef void do_shares(Shared* shared) noexcept nogil:
+cdef void sort_do_shares(SortShare* shared) noexcept nogil:
     """Take the next share and do it, until every share is taken."""
     cdef uint64_t share
     cdef uint64_t shares = 257 if shared.task == SORT_GROUPS else (
@@ -473,13 +474,13 @@ cdef void do_shares(Shared* shared) noexcept nogil:
                              shared.starts[share + 1] - start, shared.depth, 1)
         else:
             start = share * READ_SHARE
-            if not read_entries(shared.log, shared.base, shared.entries + start,
-                                min(<size_t>READ_SHARE, shared.count - start)):
+            if not sort_read_entries(shared.log, shared.base, shared.entries + start,
+                                     min(<size_t>READ_SHARE, shared.count - start)):
                 semidbm_store_release(&shared.damaged, True)
 
 
-cdef bint read_entries(const Log* log, const Base* base, KeyEntry* entries,
-                       size_t count) noexcept nogil:
+cdef bint sort_read_entries(const Log* log, const Base* base, KeyEntry* entries,
+                            size_t count) noexcept nogil:
     """Fill in the entries' prefixes from their records; False if a mapped slot fails its check.
 
     Each record is asked of the processor ``RECORD_PREFETCH`` entries

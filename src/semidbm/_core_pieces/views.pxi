@@ -1,6 +1,6 @@
-# Zero-copy reads (included by _core.pyx, before the Store type): the
-# data file's memory map as an object that views of values keep alive,
-# and the read-only buffer a view of one value exports.
+# Zero-copy reads (included by _core.pyx): the data file's memory map as
+# an object that views of values keep alive, and the read-only buffer a
+# view of one value exports.
 #
 # The Store holds its current map (DataMap); log.map points into it, so
 # the reads in C do not change. Letting go of a map (a remap as the

@@ -1,13 +1,13 @@
 # What the compiled kernel calls in C (included by _core.pyx): the system
-# and the processor through _platform.h, CRC-32 through _crc32.h, the few
+# and the processor through platform.h, CRC-32 through crc32.h, the few
 # functions of Python's C API that Cython does not declare, and write_all,
 # the one loop that writes bytes to a file.
 
-cdef extern from "_crc32.h":
+cdef extern from "_core_pieces/crc32.h":
     void semidbm_crc32_init()
     uint32_t crc32 "semidbm_crc32" (uint32_t crc, const char* data, size_t size) noexcept nogil
 
-cdef extern from "_platform.h":
+cdef extern from "_core_pieces/platform.h":
     const char* semidbm_map(int fd, size_t length, int* error)
     void semidbm_unmap(const char* data, size_t length)
     ptrdiff_t semidbm_write(int fd, const char* data, size_t size)

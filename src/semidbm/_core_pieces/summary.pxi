@@ -1,8 +1,9 @@
-# The tools' walk of the compiled kernel (included by _core.pyx): what
-# ``semidbm stats`` and ``semidbm verify`` report, from one pass over a
-# mapped data file in C. The records are parsed by the index rebuild's
-# own parser (``parse_block``: the same rules, every length checked) and
-# applied to a private table, which then knows each key's live record.
+# The tools' examination of a data file, in the compiled kernel (included
+# by _core.pyx): what ``semidbm stats`` and ``semidbm verify`` report,
+# from one pass over a mapped data file in C. The records are parsed by
+# the index rebuild's own parser (``parse_block``: the same rules, every
+# length checked) and applied to a private table, which then knows each
+# key's live record.
 
 
 def summarize_log(data, bint check_checksums, progress, path):
@@ -47,7 +48,7 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
                     # A record parse_block found is whole: sound but for its checksum.
                     if not sound_record(data, block[at].offset, size, False):
                         bad.append(block[at].offset)
-            apply_block(&index, block, parsed, size)
+            replay_apply_block(&index, block, parsed, size)
             if progress is not None and parser.position >= next_report:
                 next_report = parser.position + PROGRESS_STEP
                 progress(parser.position, size)

@@ -11,20 +11,18 @@
 # starts and how full the table may get are decided here alone.
 
 cdef enum:
-    # Slots in the smallest table.
-    MIN_CAPACITY = 16
-    # Index updates an assignment may leave pending (see table_defer).
+    # Index updates an assignment may leave pending (see index_defer).
     PENDING_LIMIT = 16
     # Bytes in the smallest memory page.
     PAGE_SIZE = 4096
-    # Keys ahead whose record a walk over every key asks the processor for
+    # Keys ahead whose record a pass over every key asks the processor for
     # (the records lie all over the log, in the order of the slots).
     RECORD_PREFETCH = 32
 
 
 # --- The index hash ---
 
-cdef inline uint64_t mix(uint64_t value) noexcept nogil:
+cdef inline uint64_t hash_mix(uint64_t value) noexcept nogil:
     value ^= value >> 32
     value *= 0xD6E8FEB86659FD93ULL
     value ^= value >> 32
@@ -58,7 +56,7 @@ cdef inline uint32_t hash_key(uint64_t seed, const char* key, Py_ssize_t size) n
         word = 0
         memcpy(&word, key, size)
         state = (state ^ word) * 0x9E3779B97F4A7C15ULL
-    return <uint32_t>mix(state)
+    return <uint32_t>hash_mix(state)
 
 
 # --- The table ---
@@ -75,7 +73,7 @@ cdef struct Table:
     size_t count          # live keys
     uint64_t version      # bumped whenever keys are added or removed, so iterators notice
     # Assignments appended to the log whose index update waits (oldest
-    # first, a ring): see table_defer.
+    # first, a ring): see index_defer.
     size_t pending_first
     size_t pending_count
     Slot pending[PENDING_LIMIT]
@@ -219,14 +217,28 @@ cdef void touch_pages(void* data, size_t size) noexcept nogil:
         at += PAGE_SIZE
 
 
+ctypedef fused KeyCount:
+    size_t  # keys counted
+    double  # keys the index rebuild expects (``projected_keys``)
+
+
+cdef inline bint table_fits(KeyCount keys, size_t capacity) noexcept nogil:
+    """Whether ``keys`` keys fill at most three quarters of ``capacity`` slots.
+
+    The private table's rule, so that probes stay short: it grows past
+    it. (An index file's table is sized by ``_index_file.capacity_for``.)
+    """
+    return keys * 4 <= capacity * 3
+
+
 cdef inline bint table_has_room(const Table* table, size_t waiting) noexcept nogil:
-    """Whether one more key, besides ``waiting`` others, leaves the table at most 3/4 full."""
-    return (table.count + waiting + 1) * 4 <= table.capacity * 3
+    """Whether the table fits one more key besides ``waiting`` others (``table_fits``)."""
+    return table_fits(table.count + waiting + 1, table.capacity)
 
 
-cdef size_t capacity_for(size_t capacity, double keys) noexcept nogil:
-    """``capacity`` doubled until ``keys`` keys fill at most three quarters of it."""
-    while <double>capacity * 3 < keys * 4:
+cdef size_t table_capacity_for(size_t capacity, double keys) noexcept nogil:
+    """``capacity`` doubled until it fits ``keys`` keys (``table_fits``)."""
+    while not table_fits(keys, capacity):
         capacity *= 2
     return capacity
 
@@ -266,15 +278,15 @@ cdef int table_grow(Table* table, double keys) except -1:
 
     MemoryError if the memory cannot be had.
     """
-    cdef size_t capacity = capacity_for(table.capacity * 2 if table.capacity else MIN_CAPACITY,
-                                        keys)
+    cdef size_t capacity = table_capacity_for(
+        table.capacity * 2 if table.capacity else MIN_CAPACITY, keys)
     if not table_resize(table, capacity):
         raise MemoryError("cannot grow the semidbm index to %d slots" % capacity)
     return 0
 
 
 cdef int table_reserve(Table* table) except -1:
-    """Make room for one more key besides the pending ones: grow past three quarters full."""
+    """Make room for one more key besides the pending ones (``table_has_room``)."""
     if table_has_room(table, table.pending_count):
         return 0
     return table_grow(table, table.count + table.pending_count + 1)
@@ -283,8 +295,8 @@ cdef int table_reserve(Table* table) except -1:
 cdef void table_fit(Table* table) noexcept nogil:
     """Shrink the table to the capacity that adding its keys one at a time gives.
 
-    That is the smallest power of two (at least ``MIN_CAPACITY``) at
-    most three quarters full: at most 32 bytes of slots per key. Only
+    That is the smallest power of two (at least ``MIN_CAPACITY``) that
+    fits them (``table_fits``): at most 32 bytes of slots per key. Only
     an index rebuild that expected more keys than the log holds (see
     ``projected_keys``) or a log that deleted many of its keys
     leaves a larger table. Without the memory for the smaller table
@@ -293,6 +305,6 @@ cdef void table_fit(Table* table) noexcept nogil:
     cdef size_t capacity
     if table.capacity <= MIN_CAPACITY:
         return
-    capacity = capacity_for(MIN_CAPACITY, table.count)
+    capacity = table_capacity_for(MIN_CAPACITY, table.count)
     if capacity < table.capacity:
         table_resize(table, capacity)

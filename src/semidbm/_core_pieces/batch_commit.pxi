@@ -1,7 +1,7 @@
-# A batch's commit in the compiled kernel (included by _core.pyx, after the
-# Store class): the batch record is encoded here, appended in one write,
-# and its records enter the index, all in C without releasing the GIL, so
-# that no other thread sees a part of it (docs/FORMAT.md, "Batches").
+# A batch's commit in the compiled kernel (included by _core.pyx): the
+# batch record is encoded here, appended in one write, and its records
+# enter the index, all in C without releasing the GIL, so that no other
+# thread sees a part of it (docs/FORMAT.md, "Batches").
 
 
 cdef object batch_commit(Store store, list changes):
@@ -62,7 +62,7 @@ cdef bytes batch_record(list changes, Py_ssize_t body_size):
         out += encode_record(out, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
                              NULL if value is None else PyBytes_AS_STRING(value),
                              0 if value is None else PyBytes_GET_SIZE(value))
-    encode_header(PyBytes_AS_STRING(record), body_size, BATCH)
+    encode_lengths(PyBytes_AS_STRING(record), body_size, BATCH)
     store_be32(PyBytes_AS_STRING(record) + LENGTHS_SIZE, crc32(0, body, body_size))
     return record
 

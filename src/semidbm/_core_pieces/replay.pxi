@@ -150,7 +150,7 @@ cdef bint whole_batch(const char* data, uint64_t position, int32_t body_size,
         data + position + LENGTHS_SIZE)
 
 
-cdef bint batch_fits(const char* data, uint64_t position, uint64_t end) noexcept nogil:
+cdef bint parser_batch_fits(const char* data, uint64_t position, uint64_t end) noexcept nogil:
     """True if the bytes from ``position`` to ``end`` are sound records back to back, none a batch.
 
     A batch's body, checked once before its records are parsed, so that
@@ -243,7 +243,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
     write), as in ``_records.walk``. A batch record (``parser.batches``)
     yields its body's records once its checksum matches, and is where the
     parse stops if it does not; one whose body is not sound records back
-    to back (``batch_fits``) is corrupt. Every length is checked before use.
+    to back (``parser_batch_fits``) is corrupt. Every length is checked before use.
     The log is a stream, but the processor's own prefetching stops at
     each page, so the next ``REPLAY_PREFETCH`` bytes are requested ahead
     of the parsing.
@@ -270,8 +270,8 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         ):
             if not whole_batch(data, position, key_size, size):
                 break  # running past the end, or lost data
-            if not batch_fits(data, position + RECORD_OVERHEAD,
-                              position + RECORD_OVERHEAD + <uint64_t>key_size):
+            if not parser_batch_fits(data, position + RECORD_OVERHEAD,
+                                     position + RECORD_OVERHEAD + <uint64_t>key_size):
                 stop_at_corrupt(parser, key_size, value_size)
                 break
             position += RECORD_OVERHEAD
@@ -283,7 +283,7 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
         record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
         if value_size != DELETED:
             record_end += <uint64_t>value_size
-        # A batch's records are whole and sound (whole_batch, batch_fits).
+        # A batch's records are whole and sound (whole_batch, parser_batch_fits).
         if position >= batch_end and record_end > size:
             break
         if position >= batch_end and position >= parser.followed and (
@@ -343,7 +343,7 @@ cdef bint several_processors():
 cdef bint threaded_replay = several_processors()
 
 
-cdef ParseRing* start_parsing() noexcept:
+cdef ParseRing* replay_start_parsing() noexcept:
     """Start a parsing thread with a new ring; NULL if none can be had."""
     cdef ParseRing* ring = <ParseRing*>malloc(sizeof(ParseRing))
     if ring == NULL:
@@ -360,7 +360,7 @@ cdef ParseRing* start_parsing() noexcept:
     return ring
 
 
-cdef inline void pause_or_yield(int* spins) noexcept nogil:
+cdef inline void replay_pause(int* spins) noexcept nogil:
     """One step of a wait for the other thread: spin a little, then give the processor away."""
     if spins[0] < SPINS:
         spins[0] += 1
@@ -370,10 +370,10 @@ cdef inline void pause_or_yield(int* spins) noexcept nogil:
 
 
 # A helper thread's hand-over of the work its owner shares with it (ParseRing
-# here, Shared in _sorted.pxi): the thread may start late, after the owner is
+# here, SortShare in sorted.pxi): the thread may start late, after the owner is
 # done. Whichever of the two comes second to ``started`` frees the work.
 
-cdef bint helper_starts(volatile uint64_t* started) noexcept nogil:
+cdef bint replay_helper_starts(volatile uint64_t* started) noexcept nogil:
     """The helper thread's first step: False if its owner gave up on it before it started.
 
     Then the helper frees the work and returns at once. Otherwise it does
@@ -382,20 +382,20 @@ cdef bint helper_starts(volatile uint64_t* started) noexcept nogil:
     return semidbm_exchange(started, STARTED) != ABANDONED
 
 
-cdef bint owner_abandons(volatile uint64_t* started) noexcept nogil:
+cdef bint replay_owner_abandons(volatile uint64_t* started) noexcept nogil:
     """The owner's last step: True if the helper has started, False if it will free the work.
 
-    After True, the owner waits for the helper (``wait_until_finished``)
+    After True, the owner waits for the helper (``replay_wait_until_finished``)
     and frees the work.
     """
     return semidbm_exchange(started, ABANDONED) != NOT_STARTED
 
 
-cdef void wait_until_finished(volatile uint64_t* finished) noexcept nogil:
+cdef void replay_wait_until_finished(volatile uint64_t* finished) noexcept nogil:
     """Wait for the helper thread to set ``finished``, its last touch of the shared work."""
     cdef int spins = 0
     while not semidbm_load_acquire(finished):
-        pause_or_yield(&spins)
+        replay_pause(&spins)
 
 
 cdef void parse_in_thread(void* argument) noexcept nogil:
@@ -410,15 +410,15 @@ cdef void parse_in_thread(void* argument) noexcept nogil:
     cdef uint64_t block = 0
     cdef size_t parsed = REPLAY_BLOCK
     cdef int spins = 0
-    if not helper_starts(&ring.started):
+    if not replay_helper_starts(&ring.started):
         free(ring)
         return
     while not semidbm_load_acquire(&ring.handed_over) and not semidbm_load_acquire(&ring.stop):
-        pause_or_yield(&spins)
+        replay_pause(&spins)
     while parsed == REPLAY_BLOCK and not semidbm_load_acquire(&ring.stop):
         if block - semidbm_load_acquire(&ring.applied) == REPLAY_RING:
             # The ring is full: the rebuild is busy (growing the table, say).
-            pause_or_yield(&spins)
+            replay_pause(&spins)
             continue
         spins = 0
         parsed = parse_block(&ring.parser, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK)
@@ -429,7 +429,7 @@ cdef void parse_in_thread(void* argument) noexcept nogil:
     semidbm_store_release(&ring.finished, True)
 
 
-cdef bint wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
+cdef bint replay_wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
     """Wait until the thread has parsed ``block``; False if that takes ``REPLAY_PATIENCE``.
 
     A block takes microseconds. Past a short spin the wait yields the
@@ -453,15 +453,15 @@ cdef bint wait_for_block(ParseRing* ring, uint64_t block) noexcept nogil:
     return True
 
 
-cdef void stop_parsing(ParseRing* ring) noexcept nogil:
+cdef void replay_stop_parsing(ParseRing* ring) noexcept nogil:
     """End the parsing thread's part: stop it and free the ring.
 
     If the thread has not started yet, it frees the ring when it does.
     """
-    if not owner_abandons(&ring.started):
+    if not replay_owner_abandons(&ring.started):
         return
     semidbm_store_release(&ring.stop, True)
-    wait_until_finished(&ring.finished)
+    replay_wait_until_finished(&ring.finished)
     free(ring)
 
 
@@ -480,10 +480,10 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     compared through the table's Log: the mapping or, during a refresh,
     the copy standing in for the buffer.
     Records are parsed in blocks (``parse_block``), then applied
-    (``apply_block``). Parsing waits on the log's memory and the
+    (``replay_apply_block``). Parsing waits on the log's memory and the
     updates on the table's, about as long each: when this process
     may use another processor, a long log is parsed in a thread of
-    its own, blocks ahead of the updates (``apply_parsed``): here
+    its own, blocks ahead of the updates (``replay_apply_parsed``): here
     until it has started, there until the end, or until it falls
     behind. The table ends at the size that adding its keys one by
     one gives (see ``table_fit``).
@@ -497,21 +497,21 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     parser_start(&parser, data, base, index.seed, position, size, table.log.batches,
                  data == table.log.map)
     if threaded_replay and size - position >= THREADED_REPLAY_MIN:
-        ring = start_parsing()
+        ring = replay_start_parsing()
     try:
         while parsed == REPLAY_BLOCK:
             if ring != NULL and not handed_over and semidbm_load_acquire(&ring.started):
                 ring.parser = parser
                 semidbm_store_release(&ring.handed_over, True)
                 handed_over = True
-                parsed = apply_parsed(index, ring, &parser)
+                parsed = replay_apply_parsed(index, ring, &parser)
             else:
                 parsed = parse_block(&parser, block)
-                if apply_block(index, block, parsed, size) == DAMAGED:
+                if replay_apply_block(index, block, parsed, size) == DAMAGED:
                     return 0
     finally:
         if ring != NULL:
-            stop_parsing(ring)
+            replay_stop_parsing(ring)
     if parsed == <size_t>DAMAGED:
         return 0
     if parser.corrupt:
@@ -523,8 +523,8 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     return base + parser.position
 
 
-cdef size_t apply_parsed(Index* index, ParseRing* ring,
-                         LogParser* parser) except? 0:
+cdef size_t replay_apply_parsed(Index* index, ParseRing* ring,
+                                LogParser* parser) except? 0:
     """Apply the blocks the parsing thread delivers, and advance ``parser`` past them.
 
     Returns the size of the last block applied: less than
@@ -536,12 +536,12 @@ cdef size_t apply_parsed(Index* index, ParseRing* ring,
     cdef uint64_t block = 0
     cdef size_t parsed = REPLAY_BLOCK
     while parsed == REPLAY_BLOCK:
-        if not wait_for_block(ring, block):
+        if not replay_wait_for_block(ring, block):
             semidbm_store_release(&ring.stop, True)
             break
         parsed = ring.sizes[block % REPLAY_RING]
-        if apply_block(index, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
-                       parser.base + parser.size) == DAMAGED:
+        if replay_apply_block(index, ring.blocks + (block % REPLAY_RING) * REPLAY_BLOCK, parsed,
+                              parser.base + parser.size) == DAMAGED:
             return <size_t>DAMAGED
         parser[0] = ring.states[block % REPLAY_RING]
         block += 1
@@ -549,8 +549,8 @@ cdef size_t apply_parsed(Index* index, ParseRing* ring,
     return parsed
 
 
-cdef int apply_block(Index* index, Parsed* block, size_t parsed,
-                     uint64_t size) except -1:
+cdef int replay_apply_block(Index* index, Parsed* block, size_t parsed,
+                            uint64_t size) except -1:
     """Apply ``parsed`` records of the log, in order, to ``index``; 0, or DAMAGED.
 
     The slots of the next ``SLOT_PREFETCH`` records are requested
@@ -562,7 +562,7 @@ cdef int apply_block(Index* index, Parsed* block, size_t parsed,
     cdef size_t at
     cdef Py_ssize_t slot
     if index.base.table.capacity:
-        return apply_over_base(index, block, parsed)
+        return replay_apply_over_base(index, block, parsed)
     if table.capacity:
         for at in range(parsed if parsed < SLOT_PREFETCH else SLOT_PREFETCH):
             table_prefetch(table, block[at].hash)
@@ -584,8 +584,9 @@ cdef int apply_block(Index* index, Parsed* block, size_t parsed,
     return 0
 
 
-cdef int apply_over_base(Index* index, Parsed* block, size_t parsed) except -1:
-    """``apply_block`` for the log past a mapped index: each record checked against the base too.
+cdef int replay_apply_over_base(Index* index, Parsed* block, size_t parsed) except -1:
+    """``replay_apply_block`` for the log past a mapped index: each record checked against the
+    base too.
 
     That log is short (see docs/FORMAT.md, "Writing an index"), and
     its keys are looked up in the base, so it is not prefetched.

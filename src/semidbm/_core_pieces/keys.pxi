@@ -1,9 +1,9 @@
-# How a Store finds its keys (included by _core.pyx, after the Store
-# class): the index file, mapped and checked (docs/FORMAT.md, "Trusting
-# an index"), the private table for the log past it, dropping an index
-# that fails a check, switching to a newer one on a reader's refresh,
-# and writing a new one. The structures and lookups are _index.pxi's;
-# these functions are the Store's use of them, kept out of the class.
+# How a Store finds its keys (included by _core.pyx): the index file,
+# mapped and checked (docs/FORMAT.md, "Trusting an index"), the private
+# table for the log past it, dropping an index that fails a check,
+# switching to a newer one on a reader's refresh, and writing a new one.
+# The structures and lookups are index.pxi's; these functions are the
+# Store's use of them, kept out of the class.
 
 
 cdef uint64_t keys_replay_log(Store store, uint64_t size) except? 0:
@@ -138,7 +138,7 @@ cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
 cdef int keys_verify(Store store) except -1:
     """Check every block of the mapped index now (dropping it if one fails).
 
-    Before a walk of the whole table: iteration, a compaction, a new
+    Before a pass over the whole table: iteration, a compaction, a new
     index file.
     """
     if store.index.base.table.capacity and not base_verify_all(&store.index.base):
@@ -177,12 +177,12 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
             return 0
         try:
             header = _index_file.encode_header(store.index.seed, store.log.disk_end, live,
-                                          capacity, store.fd, checkpoint)
+                                               capacity, store.fd, checkpoint)
         except OSError:
             return 0
         if header is None:  # no checkpoint there: the caller's mistake, but only a cache's
             return 0
-        body = TableBody()
+        body = IndexFileBody()
         body.slots = slots
         body.capacity = capacity
         if _index_file.install(store.directory, store.fd, header, body, data_durable):
@@ -200,7 +200,7 @@ cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) exc
     check: the index is then dropped, which the table's version shows.
     Without ``check``, a mapped slot is returned unchecked: the caller
     must check it (``base_slot_sound`` on slot ``position - 1``) before
-    it reads its record, as ``gather_keys`` does.
+    it reads its record, as ``sort_gather_keys`` does.
     """
     cdef Index* index = &store.index
     cdef size_t at
@@ -252,7 +252,7 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     return 0
 
 
-cdef int check_unchanged(Store store, uint64_t version) except -1:
+cdef int keys_check_unchanged(Store store, uint64_t version) except -1:
     """Raise if ``store`` was closed, or its keys changed, since ``version`` of its table.
 
     Each step of an iteration over the keys (``KeyIterator``, ``SortedLines``)

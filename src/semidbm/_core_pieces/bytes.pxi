@@ -17,13 +17,16 @@ cdef enum:
     # and the smallest it writes whole (a seal stays within it: "Zero runs").
     DISK_PAGE = 4096
     DISK_SECTOR = 512
-    # The index file's, as ``_index_file`` has them.
+    # The index file's, as ``_index_file`` has them. MIN_CAPACITY is also
+    # where a private table starts (table.pxi, ``table_grow``).
     INDEX_HEADER_SIZE = 4096
     BLOCK_SLOTS = 1024
+    MIN_CAPACITY = 16
 
 
 def _format_constants():
-    """The format's sizes this module was compiled with, named as ``format`` and ``_index_file`` do."""
+    """The format's sizes this module was compiled with, named as ``format`` and
+    ``_index_file`` do."""
     return {
         "HEADER_SIZE": HEADER_SIZE,
         "LENGTHS_SIZE": LENGTHS_SIZE,
@@ -35,6 +38,7 @@ def _format_constants():
         "DISK_SECTOR": DISK_SECTOR,
         "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
         "BLOCK_SLOTS": BLOCK_SLOTS,
+        "MIN_CAPACITY": MIN_CAPACITY,
         "SLOT_SIZE": sizeof(Slot),
     }
 
@@ -55,8 +59,8 @@ cdef inline void store_be32(char* data, uint32_t value) noexcept nogil:
     p[3] = <uint8_t>value
 
 
-cdef inline void encode_header(char* out, Py_ssize_t key_size,
-                               Py_ssize_t value_size) noexcept nogil:
+cdef inline void encode_lengths(char* out, Py_ssize_t key_size,
+                                Py_ssize_t value_size) noexcept nogil:
     """Write a record's two lengths (``DELETED`` as the value's for a delete)."""
     store_be32(out, <uint32_t>key_size)
     store_be32(out + 4, <uint32_t>value_size)
@@ -66,7 +70,7 @@ cdef inline Py_ssize_t encode_record(char* out, const char* key, Py_ssize_t key_
                                      const char* value, Py_ssize_t value_size) noexcept nogil:
     """Write the record of ``key`` and ``value`` (NULL: a delete) at ``out``; return its size."""
     cdef Py_ssize_t stored = value_size if value != NULL else 0
-    encode_header(out, key_size, value_size if value != NULL else DELETED)
+    encode_lengths(out, key_size, value_size if value != NULL else DELETED)
     memcpy(out + LENGTHS_SIZE, key, key_size)
     if value != NULL:
         memcpy(out + LENGTHS_SIZE + key_size, value, value_size)
