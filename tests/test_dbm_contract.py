@@ -162,7 +162,7 @@ def test_clear_empties_and_stays_empty(dbopen, dbpath):
 # --- dbm.gnu's extras: firstkey, nextkey, reorganize, sync ---
 
 
-def walk(db):
+def firstkey_pass(db):
     keys = []
     key = db.firstkey()
     while key is not None:
@@ -175,8 +175,8 @@ def test_firstkey_nextkey_visit_every_key_once_in_iteration_order(dbopen, dbpath
     with dbopen(dbpath, "c") as db:
         for number in range(200):
             db[b"key %d" % number] = b"v"
-        assert walk(db) == list(db)
-        assert sorted(walk(db)) == sorted(b"key %d" % number for number in range(200))
+        assert firstkey_pass(db) == list(db)
+        assert sorted(firstkey_pass(db)) == sorted(b"key %d" % number for number in range(200))
 
 
 def test_walk_of_an_empty_database(dbopen, dbpath):
@@ -229,7 +229,7 @@ def test_walk_skips_keys_deleted_ahead_and_not_keys_added(dbopen, dbpath):
             visited.append(key)
             key = db.nextkey(key)
         assert visited == [order[0]] + order[2:]
-        assert b"added" in walk(db)
+        assert b"added" in firstkey_pass(db)
 
 
 def test_reorganize_shrinks_the_file_after_deletes(dbopen, dbpath):

@@ -152,7 +152,7 @@ def test_a_large_value_in_memory_of_its_own_is_checked_without_advice(monkeypatc
     assert checksum_matches(memoryview(bytearray(record)), key, value_start, end)
 
 
-# --- the tools' walk over a data file (summarize_log, in each kernel) ---
+# --- the tools' examination of a data file (summarize_log, in each kernel) ---
 
 
 def summarize(kernel, dbpath, check=False, progress=None):

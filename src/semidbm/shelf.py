@@ -115,7 +115,7 @@ def _refuse_non_str_keys(value: object) -> None:
 
     JSON's encoder writes an int, float, bool or None key as a string,
     so ``{1: 2}`` would read back as ``{"1": 2}``. Only for a value the
-    encoder took: that one holds no cycle, so the walk ends. The checks
+    encoder took: that one holds no cycle, so the check ends. The checks
     by the set of ``type()`` run in C: they spare the JSON write path a
     Python-level look at every key, and at every item of a long list.
     """
