@@ -659,7 +659,7 @@ def test_bulk_operations_over_an_index_file(indexed, tmp_path):
         assert raised.value.args == (keys[10],)
         database.delete_many(keys[::5])
         with pytest.raises(KeyError):
-            database.delete_many(keys[5:6])  # deleted since the index
+            database.delete_many(keys[5:6])  # deleted since the index file
         database.update({key: b"new" for key in keys[1::5]})
         database.update({key: b"again" for key in keys[::10]})
         database.delete_many(keys[1::10] + keys[::20] + keys[3::10])  # private keys, then base
@@ -679,7 +679,7 @@ def test_bulk_operations_over_an_index_file(indexed, tmp_path):
 @compiled_only
 @pytest.mark.parametrize("operation", ["get_many", "delete_many", "update"])
 def test_bulk_lookups_over_a_damaged_index_file(indexed, tmp_path, operation):
-    """A slot block that fails its checksum: the index is dropped and the answers stay the log's."""
+    """A slot block failing its checksum: the index file is dropped, the answers stay the log's."""
     source, items = indexed
     path = shutil.copytree(source, tmp_path / "db")
     index = bytearray((path / INDEX_NAME).read_bytes())

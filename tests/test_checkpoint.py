@@ -6,16 +6,16 @@ else; two copies of one database, each written on, differ only past
 where they were copied. Before checkpoints, last night's ``data`` put
 back beside tonight's ``index`` (a restore from a backup, an rsync that
 copied one file before the rebuild and the other after), or one copy's
-``data`` beside the other's ``index``, passed the index's checks: a key
+``data`` beside the other's ``index``, passed the index file's checks: a key
 only in that log read as missing while ``keys()`` listed it, an updated
 key gave its other value, and a writer's close or compaction then wrote
 the wrong table out for good.
 
 Each case here puts one log beside another's index, then, on the kernel
 under test: a reader's answers, a writer's open (which removes the
-refused index), its close (the compiled kernel writes a new index) and
+refused index file), its close (the compiled kernel writes a new index file) and
 a compaction, every answer compared with a full replay of the data file
-alone (the pure kernel, which never reads an index, on a copy of
+alone (the pure kernel, which never reads an index file, on a copy of
 ``data`` in a directory of its own). semidbm 0.5.1's ``'n'``,
 compaction and appends run in its interpreter (tests/support/v051.py).
 """
@@ -44,7 +44,7 @@ PURE = _kernel.load("python")
 
 @pytest.fixture(autouse=True)
 def index_at_every_close(monkeypatch):
-    """Every close writes an index: the 4 MiB bound saves time, it does not decide what is right."""
+    """Every close writes an index file: the 4 MiB bound only saves time, it decides nothing."""
     monkeypatch.setattr(_settings, "INDEX_MIN_TAIL", 0)
 
 
@@ -85,7 +85,7 @@ def check_beside(kernel, data_from, index_from, work, asked):
     """Put ``data_from``'s data file beside ``index_from``'s index; every answer is the replay's.
 
     ``work`` gets a copy of ``index_from`` with the other data file. A
-    reader first; then a writer, whose open removes the index it
+    reader first; then a writer, whose open removes the index file it
     refuses (the data file may grow past what that index claims to
     cover, as here); its close; a reader again; a compaction; a reader.
     """
@@ -167,7 +167,7 @@ def test_the_same_program_twice_writes_two_logs_with_their_own_checkpoints(tmp_p
 
 @compiled_only
 def test_a_backup_of_the_same_log_restored_beside_a_newer_index(kernel, tmp_path):
-    """The backup is shorter than what the index covers: refused, then removed by a writer."""
+    """The backup is shorter than what the index file covers: refused, then removed by a writer."""
     live = tmp_path / "live"
     nightly(live, NIGHT[:200])
     backup = (live / DATA_NAME).read_bytes()
@@ -182,7 +182,7 @@ def test_a_backup_of_the_same_log_restored_beside_a_newer_index(kernel, tmp_path
 
 
 def _index_covered(path):
-    """What the index at ``path`` covers, as a compiled reader opens it."""
+    """What the index file at ``path`` covers, as a compiled reader opens it."""
     with db.open_with(compiled(), str(path), "r") as database:
         return database.index_covered
 
@@ -205,19 +205,19 @@ def append(path, items):
 
 
 def appended_by_0_5_1(path, items):
-    """semidbm 0.5.1 appends ``items``: a program that never reads the index."""
+    """semidbm 0.5.1 appends ``items``: a program that never reads the index file."""
     apply_v051(path, "w", [("set", key, value) for key, value in items], path.parent)
 
 
 def fork(tmp_path, write_other):
     """Two copies of one log, each written on; the other copy's data beside ours's index.
 
-    Ours appends NIGHT's last records (its close writes an index for all of them). The other
+    Ours appends NIGHT's last records (its close writes an index file for all of them). The other
     copy (a standby, a backup restored) appends the same records but one, where it has
     ``OTHERS_KEY`` (same length, same value), between the samples: ``write_other(path,
     items)`` writes them. Returns our directory, which now holds the other's data, and the
     keys to ask about (``OTHERS_KEY`` first: a lookup of the key it replaced would meet a
-    slot whose record is another key's, and drop the index).
+    slot whose record is another key's, and drop the index file).
     """
     ours, other = tmp_path / "ours", tmp_path / "other"
     with db.open_with(compiled(), str(ours), "n") as database:
@@ -246,7 +246,7 @@ def outside(start, size, ranges):
                          ids=["this semidbm", "semidbm 0.5.1"])
 def test_a_copy_written_on_beside_the_other_copys_index(kernel, tmp_path, writer):
     """The other copy has the same first checkpoint, and, with this semidbm, a checkpoint
-    at the same offset, of its own nonce; 0.5.1 writes none there. Either way the index
+    at the same offset, of its own nonce; 0.5.1 writes none there. Either way the index file
     names a checkpoint the other copy does not hold."""
     mixed, asked = fork(tmp_path, writer)
     check_beside(kernel, mixed, mixed, tmp_path / "mixed", asked)
@@ -299,7 +299,7 @@ def test_a_log_whose_samples_all_match_but_not_its_checkpoint_is_refused(kernel,
     """Another night's log, one key swapped for another of its length between the samples,
     and 4 bytes of two values forged so that the first and last samples' CRC-32s are the
     index's (the nonces of both nights' checkpoints lie in them): only the checkpoint tells
-    the two logs apart, and a trusted index would read the new key as missing."""
+    the two logs apart, and a trusted index file would read the new key as missing."""
     last, tonight = tmp_path / "last", tmp_path / "tonight"
     nightly(last, NIGHT)
     size = os.path.getsize(last / DATA_NAME)
@@ -354,7 +354,7 @@ def test_semidbm_0_5_1_leaves_our_index_beside_a_log_of_its_own(kernel, tmp_path
 @compiled_only
 def test_a_log_without_checkpoints_gets_an_index_naming_the_one_its_close_writes(kernel, tmp_path):
     """A log that 0.5.1 (or a semidbm before checkpoints) created has none: the compiled
-    kernel's close appends one and writes an index that names it."""
+    kernel's close appends one and writes an index file that names it."""
     path = tmp_path / "db"
     nightly(path, NIGHT[:50])
     data = (path / DATA_NAME).read_bytes()
@@ -468,7 +468,7 @@ def test_two_logs_of_one_program_each_beside_the_others_index(kernel, tmp_path, 
 
 @compiled_only
 def test_a_writer_opens_beside_a_refused_index_it_cannot_remove(kernel, tmp_path, monkeypatch):
-    """A refused index stays refused however the log grows (it names a checkpoint the log
+    """A refused index file stays refused however the log grows (it names a checkpoint the log
     does not hold where it says), so failing to remove it (a directory the writer may not
     change) does not keep the writer from opening, nor makes it trusted later."""
     last, tonight = tmp_path / "last", tmp_path / "tonight"

@@ -219,7 +219,7 @@ def test_kill_while_creating_a_database(kernel, dbpath, step):
     assert (dbpath / "data").read_bytes()[: len(HEADER)] == HEADER
 
 
-# --- the persistent index file (docs/FORMAT.md, "Writing an index") ---
+# --- the persistent index file (docs/FORMAT.md, "Writing an index file") ---
 
 #: Kills of the harness's ``index`` workload in the suite.
 INDEX_KILLS = 24
@@ -229,7 +229,7 @@ INDEX_KILLS = 24
 @posix_only
 @compiled_only
 def test_writer_killed_while_writing_indexes(tmp_path):
-    """Kills aimed at closes and compactions that write the index, checked against the log."""
+    """Kills aimed at closes and compactions that write the index file, checked against the log."""
     with crash.Harness(tmp_path / "db", "cython", DEFAULT_BUFFER_SIZE, seed=11,
                        workload="index") as harness:
         failures = harness.run(INDEX_KILLS)
@@ -256,11 +256,11 @@ def fill(database, first, count):
         del database[b"k%d" % i]
 
 with db.open_with(kernel, path, "c") as database:
-    fill(database, 0, 20_000)          # past the bound: the close writes the first index
+    fill(database, 0, 20_000)          # past the bound: the close writes the first index file
 database = db.open_with(kernel, path, "w")
 fill(database, 20_000, 20_000)         # past the bound again: the close writes the next index
 {trap}
-{action}                               # fsyncs the data, then writes the index
+{action}                               # fsyncs the data, then writes the index file
 os.kill(os.getpid(), signal.SIGKILL)   # in case the trap was not reached
 """
 
@@ -308,12 +308,12 @@ INDEX_TRAPS = {
         (step, action)
         for step in sorted(INDEX_TRAPS)
         for action in ("close", "compact")
-        # Only a compaction removes the index.
+        # Only a compaction removes the index file.
         if not (step == "compaction, the old index removed" and action == "close")
     ],
 )
 def test_kill_while_writing_an_index(dbpath, step, action):
-    """A crash leaves the old index or the new one, each valid; a leftover index.new is inert."""
+    """A crash leaves the old index file or the new, each valid; a leftover index.new is inert."""
     kernel = _kernel.load("cython")
     pure = _kernel.load("python")
     data_sync = "database.close()" if action == "close" else "database.compact()"

@@ -10,10 +10,10 @@ tests here check, on the kernel each case is about:
   ``compact()``; the pure kernel never does; the file is the document's
   (``support/index_format.py`` reads and writes it from the document alone, and an
   index it builds is used as the kernel's own);
-- the tail: writes, overwrites and deletes after the index, of keys it
+- the tail: writes, overwrites and deletes after the index file, of keys it
   holds or not, replayed over it;
 - the traps: semidbm 0.5.1 appending, compacting, recreating; another
-  data file of the same length; the index cut short, garbled, taken
+  data file of the same length; the index file cut short, garbled, taken
   from another database; copies; the pure kernel compacting; ``'n'``.
   Each reopens with the right contents, and falls back to the replay
   (``index_covered == 0``) wherever the document says the checks catch it;
@@ -27,7 +27,7 @@ tests here check, on the kernel each case is about:
   reader in another process reads right while a writer installs new
   indexes under it.
 
-Kills during the index write are in test_crash.py, hostile index files
+Kills during the index file write are in test_crash.py, hostile index files
 from a fuzzer in test_fuzz.py.
 """
 
@@ -55,7 +55,7 @@ from .support.v051 import apply_v051
 #: The checkout's top directory, from which a child process imports ``tests.support``.
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20
-#: The least uncovered log at which a writer writes a new index (a small database's bound).
+#: The least uncovered log at which a writer writes a new index file (a small database's bound).
 MIN_TAIL = 4 * MiB
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="select() on pipes, cp -a: POSIX")
@@ -251,7 +251,7 @@ def apply_ours(database, ops):
 
 
 class Large:
-    """A database of ``large_ops`` written by the compiled kernel and closed: it has an index."""
+    """``large_ops`` written by the compiled kernel and closed: a database with an index file."""
 
     def __init__(self, path, tag="large"):
         self.path = Path(path)
@@ -282,7 +282,7 @@ def large(tmp_path_factory):
 
 @pytest.fixture
 def copied(large, tmp_path):
-    """A copy of the large database, with its index."""
+    """A copy of the large database, with its index file."""
     return large.copy(tmp_path / "db")
 
 
@@ -356,7 +356,7 @@ def test_a_large_log_closed_by_the_compiled_kernel_has_the_documents_index(large
         with open_db(compiled, copied, flag) as database:
             assert database.index_covered == large.size
             check_contents(database, large.model, large.absent)
-    # A writer that wrote nothing leaves the index as it was.
+    # A writer that wrote nothing leaves the index file as it was.
     assert index_of(copied) == large.index_data
     assert read_back(PURE, copied, large.model, large.absent) == 0
 
@@ -474,7 +474,7 @@ def test_sync_writes_an_index_once_the_uncovered_log_reaches_the_bound(copied, l
         assert len(data_of(copied)) - large.size == bound - 13
         assert index_of(copied) == large.index_data, "an index written below the bound"
         database[b"z"] = model[b"z"] = b""  # 13 bytes: the uncovered log is now the bound
-        database.sync()  # a checkpoint first, for the index to name
+        database.sync()  # a checkpoint first, for the index file to name
         covered = len(data_of(copied))
         assert ending_checkpoint(data_of(copied)) == large.size + bound
         assert_valid_index(copied, covered=covered)
@@ -487,7 +487,7 @@ def test_sync_writes_an_index_once_the_uncovered_log_reaches_the_bound(copied, l
 @compiled_only
 def test_sync_waits_for_a_quarter_of_the_covered_log_where_close_does_not(tmp_path):
     """With 18 MB covered, 4.3 MB more is past close()'s bound (4 MiB) but short of sync()'s
-    (a quarter of the covered log): sync() keeps the old index, close() writes a new one."""
+    (a quarter of the covered log): sync() keeps the old index file, close() writes a new one."""
     compiled = compiled_kernel()
     path = tmp_path / "db"
     with open_db(compiled, path, "c") as database:
@@ -510,7 +510,7 @@ def test_sync_waits_for_a_quarter_of_the_covered_log_where_close_does_not(tmp_pa
         assert_valid_index(path, covered=size)
     with open_db(compiled, path, "w") as database:
         database[b"d"] = b"one more"
-    # A few writes do not make close() write an index.
+    # A few writes do not make close() write an index file.
     assert_valid_index(path, covered=size)
     with open_db(compiled, path, "w") as database:
         for i in range(4 * 1024 + 100):
@@ -522,7 +522,7 @@ def test_sync_waits_for_a_quarter_of_the_covered_log_where_close_does_not(tmp_pa
 
 
 def tail_ops(large, rng, new_tag=b"new"):
-    """Writes after the index: every kind of change to keys it holds and keys it does not."""
+    """Writes after the index file: every kind of change to keys it holds and keys it does not."""
     keys = sorted(key for key in large.model if key not in SPECIAL)
     rng.shuffle(keys)
     ops = []
@@ -607,11 +607,11 @@ def test_a_tail_written_over_several_sessions(copied, large):
 
 @compiled_only
 def test_a_torn_tail_after_the_index(copied, large):
-    """A record cut short past ``covered``: the index may have been wrong about the boundary.
+    """A record cut short past ``covered``: the index file may have been wrong about the boundary.
 
-    The document lets the open drop the index then; either way the
+    The document lets the open drop the index file then; either way the
     answers are the log's, and the writer that cuts the tail leaves a
-    valid index for the whole log.
+    valid index file for the whole log.
     """
     compiled = compiled_kernel()
     with open_db(compiled, copied, "w") as database:
@@ -646,7 +646,7 @@ def test_a_torn_tail_after_the_index(copied, large):
 def assert_fallback(path, model, absent=(), pure_too=False):
     """The compiled kernel replays the whole log (``index_covered == 0``) and reads ``model``.
 
-    The pure kernel never opens the index: where the data file is what
+    The pure kernel never opens the index file: where the data file is what
     changed, ``pure_too`` has it read the same contents.
     """
     assert read_back(compiled_kernel(), path, model, absent) == 0
@@ -694,7 +694,7 @@ def test_v051_compacts(copied, large, tmp_path, then):
     assert (size > large.size) == (then == "grow past covered")
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     assert_fallback(copied, model, keys[:50], pure_too=True)
-    # A writer removes the index it refused, and writes a new one (the whole log is
+    # A writer removes the index file it refused, and writes a new one (the whole log is
     # uncovered), naming the checkpoint it appends first.
     with open_db(compiled_kernel(), copied, "w") as database:
         assert database.index_covered == 0
@@ -719,7 +719,7 @@ def test_v051_recreates_the_database(copied, large, tmp_path, values):
     data = data_of(copied)
     assert index_of(copied) == large.index_data, "0.5.1 leaves the index alone"
     if values == "same bytes":
-        # The same records, without the checkpoints 0.5.1 does not write: the index is refused.
+        # The same records, without the checkpoints 0.5.1 does not write: the index file is refused.
         assert data == fmt.DATA_HEADER + large.data[fmt.LOG_START : ending_checkpoint(large.data)]
         covered = check_on_every_kernel(copied, model, large.absent)
         assert covered["cython"] == 0
@@ -744,7 +744,7 @@ def other_data_of_size(tmp_path, size, tag):
 
 
 def free_gap(large, records_needed):
-    """Records that lie wholly between two samples of the index: ``(first, last)`` positions.
+    """Records that lie wholly between two samples of the index file: ``(first, last)`` positions.
 
     Changing the bytes of these records, and nothing else, leaves every
     sampled byte as it was.
@@ -785,10 +785,10 @@ def rewrite_records(listed, changes):
     ],
 )
 def test_a_data_file_of_the_same_length_swapped_in(copied, large, tmp_path, swap):
-    """Another log of the index's length: the samples catch those that differ where sampled.
+    """Another log of the index file's length: the samples catch those that differ where sampled.
 
     The rest have every sampled byte of the indexed log by construction.
-    Values rewritten in place keep each record where the index says it
+    Values rewritten in place keep each record where the index file says it
     is. Lengths moved between two samples are the case FORMAT.md ("What
     the check cannot catch") leaves to check 4: the slots of the records
     between point into the middle of records, which check 4 refuses.
@@ -847,7 +847,7 @@ def test_an_index_cut_short(copied, large, cut):
         database[b"by the pure kernel"] = b"p"
     model = dict(large.model)
     model[b"by the pure kernel"] = b"p"
-    # A writer without an index writes one at close.
+    # A writer without an index file writes one at close.
     with open_db(compiled_kernel(), copied, "w") as database:
         assert database.index_covered == 0
         check_contents(database, model)
@@ -886,10 +886,10 @@ def used_slot(index, rng, block=None):
 )
 @pytest.mark.parametrize("flag", ["r", "w"])
 def test_a_flipped_byte_in_the_slots_or_their_checksums(copied, large, where, flag):
-    """The block checksums are read as blocks are first used: the open may use the index.
+    """The block checksums are read as blocks are first used: the open may use the index file.
 
     Every answer must still be the log's; by the time every key has been
-    looked up the damaged block has been used, and the index dropped.
+    looked up the damaged block has been used, and the index file dropped.
     """
     index = fmt.Index.parse(large.index_data)
     rng = random.Random(where)
@@ -1283,7 +1283,7 @@ def test_a_table_with_no_empty_slot(copied, large, filler, no_hang):
 
 @compiled_only
 def test_covered_in_the_middle_of_a_record(copied, large, no_hang):
-    """The header says the index covers up to a forged record head inside a value.
+    """The header says the index file covers up to a forged record head inside a value.
 
     Samples and slots agree with that length, so the open may use the
     index; the replay from there meets a negative key length, and the
@@ -1320,9 +1320,9 @@ def test_a_slot_outside_the_covered_log_is_not_carried_into_the_next_index(
 ):
     """The next index copies the old one's slots without reading their records.
 
-    A slot no lookup visits, pointing outside the log the old index
+    A slot no lookup visits, pointing outside the log the old index file
     covers (at the end: where the log written since starts), is not
-    copied: the writer drops the old index and builds the new one from
+    copied: the writer drops the old index file and builds the new one from
     the whole log, which is then the document's index of it.
     """
     key, offset = hostile_slot(large, target)
@@ -1337,7 +1337,7 @@ def test_a_slot_outside_the_covered_log_is_not_carried_into_the_next_index(
 
 
 def forged_covered(large, where):
-    """Where a forged header says the index ends, by name (see the test below)."""
+    """Where a forged header says the index file ends, by name (see the test below)."""
     bounds = fmt.boundaries(large.data)
     if where == "a boundary in the first tenth":
         return max(b for b in bounds if b <= large.size // 10)
@@ -1531,7 +1531,7 @@ def test_a_reader_in_another_process_while_indexes_are_installed(tmp_path):
             split = fmt.round_split(ops)
             with open_db(compiled, path, "w") as database:
                 apply_ours(database, ops[:split])
-                database.sync()  # past the bound: installs an index while the reader reads
+                database.sync()  # past the bound: installs an index file while the reader reads
                 assert_valid_index(path, covered=len(data_of(path)))
                 apply_ours(database, ops[split:])
                 if number == 3:
@@ -1599,8 +1599,8 @@ def test_a_leftover_index_new_beside_a_valid_index(copied, large):
 @compiled_only
 def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, large, no_hang):
     """The header covers into a torn tail: up to a few bytes inside a record that runs past the
-    end of the file. The writer's open drops the index, cuts the tail back to the last whole
-    record, below ``covered``, and then must remove the index, refused for the log as cut,
+    end of the file. The writer's open drops the index file, cuts the tail back to the last whole
+    record, below ``covered``, and then must remove the index file, refused for the log as cut,
     before it appends: grown again past ``covered``, the log might pass its checks."""
     last = max(fmt.boundaries(large.data))
     torn = put_record(b"torn", b"t" * 5000)[:3000]
@@ -1614,11 +1614,11 @@ def test_a_writer_that_cuts_a_torn_tail_below_covered_removes_the_index(copied, 
         with open_db(compiled_kernel(), copied, "w") as database:
             assert not index_path(copied).exists()
             check_contents(database, large.model, large.absent)
-    data = data_of(copied)  # and the checkpoint its close wrote for a new index
+    data = data_of(copied)  # and the checkpoint its close wrote for a new index file
     assert data[: large.size] == large.data and ending_checkpoint(data) == large.size
 
 
-#: A writer whose new index table is sized too small for its keys (a count gone wrong,
+#: A writer whose new index file's table is sized too small for its keys (a count gone wrong,
 #: simulated by ``_index_file.capacity_for``), in a child process: a merge that probed for an
 #: empty slot in a full table would never end.
 OVERFULL_CHILD = """

@@ -2,7 +2,7 @@
 
 docs/FORMAT.md, "The index file": ``semidbm._index_file`` encodes the header,
 decides whether an open may trust ``index`` (the checks 1 and 2), and
-swaps a new index in; a compaction and ``'n'`` remove the old one
+swaps a new index file in; a compaction and ``'n'`` remove the old one
 before they replace the log. The indexes made here have an empty table
 (every slot zero, the block checksums right), which is a valid table:
 the checks looked at here are the header's and the samples'.
@@ -27,7 +27,7 @@ from .support.log import first_checkpoint
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file types and permissions")
 
-#: The seed the indexes made here carry.
+#: The seed the index files made here carry.
 SEED = 0x0123456789ABCDEF
 
 
@@ -66,7 +66,7 @@ def opened(path):
 
 def make_header(path, covered=None, count=0, capacity=_index_file.MIN_CAPACITY, seed=SEED,
                 checkpoint=HEADER_SIZE):
-    """The header of an index of the database ``path`` (covering all its log unless given).
+    """The header of an index file of the database ``path`` (covering all its log unless given).
 
     It names the checkpoint at offset ``checkpoint``: by default the log's first.
     """
@@ -76,7 +76,7 @@ def make_header(path, covered=None, count=0, capacity=_index_file.MIN_CAPACITY, 
 
 
 def write_header_index(path):
-    """Put an index of the log's start alone (header and checkpoint) into the database ``path``.
+    """Put an index file of the log's start alone (header and checkpoint) into database ``path``.
 
     Its empty table is the truth, so a kernel that opens the database
     trusting it still finds every key (in the log past its start).
@@ -85,7 +85,7 @@ def write_header_index(path):
 
 
 def write_index(path, header=None, capacity=_index_file.MIN_CAPACITY):
-    """Put an index with an empty table of ``capacity`` slots into the database ``path``."""
+    """Put an index file with an empty table of ``capacity`` slots into the database ``path``."""
     if header is None:
         header = make_header(path, capacity=capacity)
     (path / INDEX_NAME).write_bytes(header + empty_body(capacity))
@@ -146,7 +146,7 @@ def flip_byte(path, offset):
 
 @pytest.fixture
 def indexed(tmp_path):
-    """A database with a valid index covering its whole log."""
+    """A database with a valid index file covering its whole log."""
     path = write_database(tmp_path / "indexed.db")
     write_index(path)
     return path
@@ -269,7 +269,7 @@ def test_load_accepts_a_log_grown_past_covered(indexed):
 
 
 def test_load_accepts_a_change_between_the_samples(indexed):
-    """What the check cannot catch (docs/FORMAT.md, "Trusting an index"): check 4's business."""
+    """What the check misses (docs/FORMAT.md, "Trusting an index file"): check 4's business."""
     size = os.path.getsize(indexed / DATA_NAME)
     ranges = _index_file.sample_ranges(size)
     unsampled = ranges[10][0] + ranges[10][1] + 1
@@ -517,7 +517,7 @@ def test_remove(indexed):
         _index_file.remove(directory)  # none: nothing to do
 
 
-# --- where the index is removed --------------------------------------------
+# --- where the index file is removed ---------------------------------------
 
 
 def test_compaction_leaves_no_stale_index(dbopen, dbpath):
@@ -578,7 +578,7 @@ def test_compaction_that_cannot_remove_the_index_changes_nothing(dbopen, dbpath,
         assert raised.value.errno == errno.EACCES
         assert (dbpath / DATA_NAME).read_bytes() == data
         assert not (dbpath / "data.compact").exists()
-        # The old index, or a new one the kernel wrote for the log as it is.
+        # The old index file, or a new one the kernel wrote for the log as it is.
         assert try_load(dbpath) is not None
         assert database[b"a"] == b"2"
         database.compact()

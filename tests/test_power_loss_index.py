@@ -1,13 +1,13 @@
-"""Power loss and the persistent index: an index file is missing, stale or right, never wrong.
+"""Power loss and the index file: it is missing, stale or right, never wrong.
 
 ``tests/test_power_loss.py`` runs every workload of
 ``powerloss.WORKLOADS`` at every cut point with each kernel writing,
 the ``index`` workload among them, and ``powerloss.check_index`` judges
 the index file of every tree. Here: what the ``index`` workload
-exercises, under the hazard rules too; mutations of the index's write
-protocol, which the harness must report; and trees with a wrong index
+exercises, under the hazard rules too; mutations of the index file's write
+protocol, which the harness must report; and trees with a wrong index file
 made by hand, which the check must report whether or not the kernels'
-readings show it. docs/POWERLOSS.md, "The persistent index", has the
+readings show it. docs/POWERLOSS.md, "The index file", has the
 counts.
 """
 
@@ -44,7 +44,7 @@ def _explore(kernel, rules, tmp_path):
 
 
 def _index_kinds(checker):
-    """``{(kind, rule): failing trees}`` of the index problems the checker found."""
+    """``{(kind, rule): failing trees}`` of the index file problems the checker found."""
     return {key: number for key, number in checker.kinds.items()
             if key[0].startswith(powerloss.INDEX_PROBLEM)}
 
@@ -61,7 +61,7 @@ def _data_lost(checker):
 @needs_fuse
 @compiled_only
 def test_index_workload_exercises_indexes_and_none_is_wrong(kernel, tmp_path):
-    """Under every rule, hazards too: the index is only ever written whole, after the log."""
+    """Under every rule, hazards too: the index file is only ever written whole, after the log."""
     checker = _explore(kernel, ALL_RULES, tmp_path)
     assert _index_kinds(checker) == {}, "\n\n".join(checker.failures[:3])
     counts = checker.counts
@@ -80,7 +80,7 @@ def test_index_workload_exercises_indexes_and_none_is_wrong(kernel, tmp_path):
 def test_harness_catches_an_index_renamed_before_its_own_fsync(tmp_path, monkeypatch):
     """``index.new`` not fsynced before its rename: what reaches the disk may be any part of it.
 
-    Under the safe rules the index is then short or empty: not trusted,
+    Under the safe rules the index file is then short or empty: not trusted,
     so no data is lost, but the check reports it. Under the ``pages``
     rule its header may reach the disk and its slots not: trusted, and
     wrong; the compiled kernel drops it at the first use of the block
@@ -109,7 +109,7 @@ def test_harness_catches_an_index_renamed_before_its_own_fsync(tmp_path, monkeyp
 @needs_fuse
 @compiled_only
 def test_harness_catches_an_index_kept_past_the_log_it_describes(kernel, tmp_path, monkeypatch):
-    """No removal before a compaction or ``'n'``: the old index beside the new log is reported.
+    """No removal before a compaction or ``'n'``: the old index file beside the new log is reported.
 
     Its samples or its ``covered`` then disagree with the new data file,
     so it is not trusted; the check reports it all the same.
@@ -122,7 +122,7 @@ def test_harness_catches_an_index_kept_past_the_log_it_describes(kernel, tmp_pat
 
 
 class _FsyncAtWait(_files.BackgroundFsync):
-    """The data file's fsync made when waited for, not in a thread: after the index's rename.
+    """The data file's fsync made when waited for, not in a thread: after the index file's rename.
 
     With ``install`` no longer waiting, the trace then always holds the
     rename first, as a slow disk may order them.
@@ -141,7 +141,7 @@ class _FsyncAtWait(_files.BackgroundFsync):
 @compiled_only
 def test_harness_catches_an_index_renamed_before_the_data_file_is_on_the_disk(
         tmp_path, monkeypatch):
-    """The rename not waiting for the data file's fsync: an index covering lost log is reported."""
+    """The rename not waiting for the data file's fsync: an index file over lost log is reported."""
     real_install = _index_file.install
 
     def install_at_once(directory, data_fd, header, write_body, data_durable=None):
@@ -155,7 +155,7 @@ def test_harness_catches_an_index_renamed_before_the_data_file_is_on_the_disk(
     assert _data_lost(checker) == set()
 
 
-# --- wrong indexes made by hand ---
+# --- wrong index files made by hand ---
 
 
 def _data_file(path, operations, start=None):
@@ -244,8 +244,8 @@ def test_check_reports_an_index_of_another_data_file_of_the_same_length(tmp_path
 def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):
     """A header on the disk, its slots not (zeros): trusted at open, dropped at first use.
 
-    What the ``pages`` rule leaves of an index renamed before its fsync:
-    the kernels read alike (the compiled kernel drops the index when the
+    What the ``pages`` rule leaves of an index file renamed before its fsync:
+    the kernels read alike (the compiled kernel drops the index file when the
     block's CRC-32 fails), so only ``check_index`` reports it.
     """
     data = _data_file(tmp_path / "db", OPERATIONS)
@@ -260,7 +260,7 @@ def test_check_reports_lost_slots_that_the_kernels_read_around(tmp_path):
 
 @pytest.mark.parametrize("cut", [0, 100, index_format.HEADER_SIZE])
 def test_check_reports_an_index_cut_short(tmp_path, cut):
-    """What the safe rules leave of an index renamed before its fsync: not trusted, reported."""
+    """What the safe rules leave of an index file renamed before its fsync: untrusted, reported."""
     data = _data_file(tmp_path / "db", OPERATIONS)
     index = index_format.build(data).encode()[:cut]
     problems, counted = _check(_tree(data, index))

@@ -6,8 +6,8 @@ key: two ordinary records, which every replay (0.5.1's too) applies and
 which leave no key behind. Every log this semidbm creates (a new
 database, ``'n'``, every compaction) starts with one, right after the
 header; the compiled kernel's writer appends one before each index file
-it writes at ``close()`` or ``sync()``. An index names one checkpoint,
-by its offset and nonce, whose writing followed every byte the index
+it writes at ``close()`` or ``sync()``. An index file names one checkpoint,
+by its offset and nonce, whose writing followed every byte the index file
 covers; only a copy of that very log holds those random bytes there, so
 only such a copy has those bytes below ``covered`` (docs/FORMAT.md,
 "Checkpoints").

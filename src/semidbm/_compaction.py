@@ -59,10 +59,10 @@ def write_compacted(directory, fd, write_records, header):
 
 
 def install_compacted(directory):
-    """Remove the index, rename the compacted copy over the data file, then flush the directory.
+    """Remove the index file, rename the compacted copy over the data file, flush the directory.
 
-    No index outlives the log it describes (docs/FORMAT.md, "Writing an
-    index"): one that cannot be removed fails the compaction as a refused
+    No index file outlives the log it describes (docs/FORMAT.md, "Writing an
+    index file"): one that cannot be removed fails the compaction as a refused
     rename does. The caller has closed the data file first: Windows
     cannot rename over a file that is open, and so refuses while any
     other process (a reader) has it open; the copy is then removed and

@@ -20,7 +20,7 @@ class Store(_Store, metaclass=ABCMeta):
 
 @disjoint_base
 class KeyIterator(Iterator[bytes]):
-    """Iterates over a Store's keys (as bytes), in table order."""
+    """Iterates over a Store's keys (as bytes), in the index's order."""
 
     def __new__(cls, store: Store, /) -> KeyIterator: ...
     def __iter__(self) -> KeyIterator: ...

@@ -77,7 +77,7 @@ include "_core_pieces/platform.pxi"
 include "_core_pieces/bytes.pxi"
 # The key hash and the open-addressing hash table of 12-byte slots (Table).
 include "_core_pieces/table.pxi"
-# The index: the mapped index file (Base) under the private table (Index).
+# The index (Index): its private table over the mapped index file (Base).
 include "_core_pieces/index.pxi"
 # The index rebuild: the log parsed in blocks, in a second thread for a long one.
 include "_core_pieces/replay.pxi"
@@ -96,7 +96,7 @@ include "_core_pieces/bulk.pxi"
 
 
 cdef class Store:
-    """``_interface.Store`` in C: the hash table, the append buffer and the mapping.
+    """``_interface.Store`` in C: the index, the append buffer and the mapping.
 
     Item operations run in C without releasing the GIL, so each is atomic
     for threads sharing the store. The operations that do release it
@@ -251,7 +251,7 @@ cdef class Store:
                 self.unmap()  # Windows cannot cut a mapped file
             torn_tail = _tail.settle_tail(self.fd, self.directory, self.log.disk_end, size,
                                           self.writable, buffer_size, recover, self.log.batches)
-            if self.writable:  # the index was checked against the log before its cut
+            if self.writable:  # the index file was checked against the log before its cut
                 _index_file.remove_refused(self.directory, self.fd, self.log.disk_end)
             if self.log.map == NULL:
                 self.map_file(self.log.disk_end)
@@ -646,22 +646,22 @@ cdef class Store:
         return KeyIterator(self)
 
     def keys(self):
-        """``_interface.Store.keys``, in table order."""
+        """``_interface.Store.keys``, in the index's order."""
         return self.snapshot(True, False)
 
     def values(self):
-        """``_interface.Store.values``, in table order."""
+        """``_interface.Store.values``, in the index's order."""
         return self.snapshot(False, True)
 
     def items(self):
-        """``_interface.Store.items``, in table order."""
+        """``_interface.Store.items``, in the index's order."""
         return self.snapshot(True, True)
 
     cdef list snapshot(self, bint keys, bint values):
-        """The keys, the values or ``(key, value)`` pairs, in table order.
+        """The keys, the values or ``(key, value)`` pairs, in the index's order.
 
         Runs in C without releasing the GIL: no other thread changes the
-        table meanwhile.
+        index meanwhile.
         """
         cdef list result = []
         cdef size_t position = 0
@@ -676,7 +676,7 @@ cdef class Store:
         while True:
             offset = keys_next_live(self, &position)
             if offset == 0:
-                if self.index.table.version != version:  # the index was dropped
+                if self.index.table.version != version:  # the index file was dropped
                     return self.snapshot(keys, values)
                 break
             record = log_record(&self.log, offset)
@@ -718,7 +718,7 @@ cdef class Store:
         The write-out releases the GIL and runs Python code (the fsync,
         the index file): the store is busy meanwhile, as for ``close``,
         so that another thread's item operation waits rather than change
-        the table or the log between the index file's count, its slots
+        the index or the log between the index file's count, its slots
         and the end of the log it covers (the fsync's).
         """
         with self.guard:
@@ -737,7 +737,7 @@ cdef class Store:
 
         If the log past the last index file is long enough for a new one
         (``_settings.index_due`` with ``share``), a checkpoint is appended
-        first, for the index to name (docs/FORMAT.md, "Checkpoints"); the
+        first, for the index file to name (docs/FORMAT.md, "Checkpoints"); the
         new index file is written and flushed while the data file's fsync
         runs in another thread, and renamed into place only once that has
         succeeded. The caller has checked that the store is writable.
@@ -887,8 +887,8 @@ cdef class Store:
                 self.release()  # what it indexed is gone
                 raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
             else:
-                # Switching to a newer index file forgets the table before it
-                # attaches the new one, and both steps run Python code (the
+                # Switching to a newer index file forgets every key before it
+                # attaches the new file, and both steps run Python code (the
                 # GIL may pass): other threads' item operations wait meanwhile.
                 self.busy = True
                 try:
@@ -922,7 +922,7 @@ cdef class Store:
         self.log.buffer = <char*>PyBytes_AS_STRING(data)
         try:
             end = replay(&self.index, self.log.buffer, base, base, size, self.path)
-            if end == 0:  # the mapped index proved damaged
+            if end == 0:  # the mapped index file proved damaged
                 keys_drop(self)
                 end = replay(&self.index, self.log.buffer, base, base, size, self.path)
         finally:
@@ -971,7 +971,7 @@ cdef class Store:
 
 
 cdef class KeyIterator:
-    """Iterates over a Store's keys (as bytes), in table order."""
+    """Iterates over a Store's keys (as bytes), in the index's order."""
 
     cdef Store store
     cdef size_t position
@@ -992,7 +992,7 @@ cdef class KeyIterator:
         keys_check_unchanged(store, self.version)
         offset = keys_next_live(store, &self.position)
         if offset == 0:
-            if store.index.table.version != self.version:  # the index was dropped
+            if store.index.table.version != self.version:  # the index file was dropped
                 raise RuntimeError(CHANGED_DURING_ITERATION % store.path)
             raise StopIteration
         record = log_record(&store.log, offset)

@@ -129,7 +129,7 @@ class BackgroundFsync:
 
     The writer's ``sync()`` and ``close()`` flush the data file this way
     while they write a new index file beside it (docs/FORMAT.md,
-    "Writing an index"): the two reach the disk together instead of one
+    "Writing an index file"): the two reach the disk together instead of one
     after the other.
     """
 
@@ -260,7 +260,7 @@ class Directory:
         """Create (or truncate) ``name`` for writing with the permissions of the file ``fd``.
 
         For the files that take the data file's place or stand beside it
-        (a compaction's copy, an index): whoever may read the data may
+        (a compaction's copy, an index file): whoever may read the data may
         read them, and no one else. Returns the new file's descriptor.
         """
         mode = os.fstat(fd).st_mode & 0o7777

@@ -4,7 +4,7 @@
 ``covered`` bytes, so that an open maps it and replays only the rest
 (docs/FORMAT.md, "The index file"). This module does everything with it
 but the table itself: it encodes the header (:func:`encode_header`),
-makes the checks 1 and 2 of "Trusting an index" that decide whether an
+makes the checks 1 and 2 of "Trusting an index file" that decide whether an
 open uses the file at all (:func:`load`), installs a new file in place
 of the old one (:func:`install`) and removes it before the log it
 describes is replaced (:func:`remove`), or when a writer refuses it
@@ -12,7 +12,7 @@ describes is replaced (:func:`remove`), or when a writer refuses it
 slots and their block checksums, maps them, and makes the checks 3 and
 4 as it uses them.
 
-The index is a cache: a file that fails a check, or that cannot be read
+The index file is a cache: a file that fails a check, or that cannot be read
 or written, only means that the log is replayed whole.
 """
 
@@ -46,14 +46,14 @@ MIN_CAPACITY = 16
 #: seed, covered, count, capacity, slot size, slots per block, number of
 #: samples and a zero. Little-endian, as the table the kernel maps.
 _FIELDS = struct.Struct("<8sIIQQQQIIII")
-#: The header's last fields before the samples, the same in every index.
+#: The header's last fields before the samples, the same in every index file.
 _SIZES = (SLOT_SIZE, BLOCK_SLOTS, SAMPLES, 0)
 #: A sample: offset, length, and the CRC-32 of those bytes of the data file.
 _SAMPLE = struct.Struct("<QII")
 #: Where the samples lie in the header.
 _SAMPLES_START = _FIELDS.size
 _SAMPLES_END = _SAMPLES_START + SAMPLES * _SAMPLE.size
-#: After the samples: the offset and the nonce of the checkpoint the index names.
+#: After the samples: the offset and the nonce of the checkpoint the index file names.
 _CHECKPOINT = struct.Struct("<Q%ds" % _checkpoint.NONCE_SIZE)
 #: A CRC-32, as the header and each block of slots end with.
 _CRC = struct.Struct("<I")
@@ -76,7 +76,7 @@ def blocks(capacity):
 
 
 def file_size(capacity):
-    """The size of an index of ``capacity`` slots: header, slots, block checksums."""
+    """The size of an index file of ``capacity`` slots: header, slots, block checksums."""
     return HEADER_SIZE + SLOT_SIZE * capacity + _CRC.size * blocks(capacity)
 
 
@@ -108,11 +108,11 @@ def sample_ranges(covered):
 
 
 class Header(NamedTuple):
-    """What a trusted index's header says, and which file it was.
+    """What a trusted index file's header says, and which file it was.
 
     ``identity`` is ``(st_dev, st_ino, st_size, st_mtime_ns)`` of the
-    index when it was checked: a reader's refresh compares it with
-    :func:`identity` to notice a new index.
+    index file when it was checked: a reader's refresh compares it with
+    :func:`identity` to notice a new index file.
     """
 
     seed: int
@@ -136,12 +136,12 @@ def _sample_crc(data_fd, offset, length):
 
 
 def encode_header(seed, covered, count, capacity, data_fd, checkpoint):
-    """The header of an index of the data file ``data_fd`` (at least ``covered`` long), or None.
+    """The header of an index file for data file ``data_fd`` (at least ``covered`` long), or None.
 
-    ``checkpoint`` is the offset of the checkpoint the index names: one
+    ``checkpoint`` is the offset of the checkpoint the index file names: one
     the writer wrote after every byte below ``covered`` (docs/FORMAT.md,
     "Checkpoints"). Its nonce and the samples are read from the data
-    file now: the index must describe it as it is. None if no checkpoint
+    file now: the index file must describe it as it is. None if no checkpoint
     lies there, within the covered log.
     """
     nonce = _read_checkpoint(data_fd, checkpoint, covered)
@@ -172,14 +172,14 @@ def load(directory, data_fd, data_size, writer=False):
     """Open ``index`` in ``directory`` if it is to be trusted; return ``(fd, Header)`` or None.
 
     Trusted means that it passes the checks 1 and 2 of docs/FORMAT.md,
-    "Trusting an index", against the data file ``data_fd``, whose log the
+    "Trusting an index file", against the data file ``data_fd``, whose log the
     caller has seen up to ``data_size``. ``fd`` is open read-only on the
-    index; the caller maps it and closes it. None when there is no index,
+    index file; the caller maps it and closes it. None when there is no index file,
     when it fails a check, or when it cannot be read, whatever the file
     holds; and on a big-endian machine, which cannot map the
     little-endian table. A ``writer`` then removes the file, if it can
-    (the index is a cache, and a refused one stays refused however the
-    log grows: docs/FORMAT.md, "Trusting an index"), so that no process
+    (the index file is a cache, and a refused one stays refused however the
+    log grows: docs/FORMAT.md, "Trusting an index file"), so that no process
     spends its checks on it again.
     """
     found = _open_trusted(directory, data_fd, data_size)
@@ -192,11 +192,11 @@ def load(directory, data_fd, data_size, writer=False):
 
 
 def remove_refused(directory, data_fd, data_size):
-    """A writer's :func:`load` for a kernel that does not map the index: remove it unless trusted.
+    """A writer's :func:`load` for a kernel that maps no index file: remove it unless trusted.
 
-    The pure-Python kernel never reads the index, but the compiled one
+    The pure-Python kernel never reads the index file, but the compiled one
     may open the log later; the compiled kernel calls this after cutting
-    a torn tail, since its open checked the index against the log before
+    a torn tail, since its open checked the index file against the log before
     the cut.
     """
     found = load(directory, data_fd, data_size, writer=True)
@@ -224,7 +224,7 @@ def _open_trusted(directory, data_fd, data_size):
 
 
 def _check(fd, data_fd, data_size):
-    """The Header of the index open as ``fd`` if it passes the checks 1 and 2, else None."""
+    """The Header of the index file open as ``fd`` if it passes the checks 1 and 2, else None."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_size < HEADER_SIZE:
         return None
@@ -282,7 +282,7 @@ def identity(directory):
     """The identity tuple of ``index`` in ``directory`` now, or None if there is no such file.
 
     The same tuple as :attr:`Header.identity` for the file :func:`load`
-    checked: a reader's refresh loads the index again when they differ.
+    checked: a reader's refresh loads the index file again when they differ.
     """
     try:
         info = directory.stat(INDEX_NAME)
@@ -292,17 +292,17 @@ def identity(directory):
 
 
 def install(directory, data_fd, header, write_body, data_durable=None):
-    """Write a new index and rename it over ``index``; return True if that all worked.
+    """Write a new index file and rename it over ``index``; return True if that all worked.
 
     ``index.new`` gets the permissions of the data file (open as
     ``data_fd``), the ``header`` bytes, then what ``write_body(fd)``
     writes (the slots, then the block checksums). It is flushed, renamed
     over ``index``, and the directory flushed: a crash leaves the old
-    index or the new one. The data file must be on disk before the
+    index file or the new one. The data file must be on disk before the
     rename: if it was not flushed already, ``data_durable()`` waits for
     that and returns whether it worked (False: no rename). If a step
     fails with an OSError, ``index.new`` is removed and False returned:
-    the index is a cache. Other exceptions are raised, after the same
+    the index file is a cache. Other exceptions are raised, after the same
     removal.
     """
     try:
@@ -336,8 +336,8 @@ def remove(directory):
     """Remove ``index`` before the log it describes is replaced (a compaction, ``'n'``).
 
     The removal is flushed to disk before this returns, so that no crash
-    can keep the index and the new log together. No index is no error;
-    nor is a directory called ``index``, which is no index (:func:`load`
+    can keep the index file and the new log together. No index file is no error;
+    nor is a directory called ``index``, which is no index file (:func:`load`
     never trusts it). Any other failure raises OSError: the caller must
     then leave the log as it is.
     """

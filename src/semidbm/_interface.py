@@ -106,7 +106,7 @@ class Store(Protocol):
         """How many bytes of the log the mapped index file answers for; 0 if none does.
 
         Set at open and by a ``refresh()`` that switches to a newer index
-        file; 0 once a failed check has dropped the index (the log was
+        file; 0 once a failed check has dropped the index file (the log was
         then replayed whole). The pure-Python kernel never uses an index
         file: always 0 there. docs/FORMAT.md, "The index file".
         """

@@ -253,7 +253,7 @@ class Store:
                 raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path) from None
             if self._index is not index:
                 # A compaction or a refresh after one rebuilt the index, as
-                # the compiled kernel's table is rebuilt.
+                # the compiled kernel's index is rebuilt.
                 raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)
             yield key
 

@@ -24,23 +24,23 @@ COMPACT_CHUNK = 1 << 20
 #: run a power cut may have left in a data file past 4 GiB) keeps at most
 #: this much of it in the process's resident memory. Both kernels.
 CHECK_CHUNK = 1 << 26
-#: A writer writes a new index at ``close()`` once the log it does not cover
-#: is at least this long (docs/FORMAT.md, "Writing an index"), or
+#: A writer writes a new index file at ``close()`` once the log it does not cover
+#: is at least this long (docs/FORMAT.md, "Writing an index file"), or
 #: :data:`INDEX_TAIL_SHARE` of the covered part if more: an open replays at
 #: most that much, and a few writes to a large database do not rewrite its
-#: index at each close.
+#: index file at each close.
 INDEX_MIN_TAIL = 4 << 20
 #: The share of the covered log (one part in this many) that the log past
-#: it may reach before ``close()`` writes a new index.
+#: it may reach before ``close()`` writes a new index file.
 INDEX_TAIL_SHARE = 64
 #: The same share for ``sync()``, which a loader may call often: each new
-#: index is then at least a quarter larger than the last, so that all
+#: index file is then at least a quarter larger than the last, so that all
 #: written during a load add up to a few times the last one.
 INDEX_SYNC_SHARE = 4
 
 
 def index_due(covered, disk_end, share=INDEX_TAIL_SHARE):
-    """True when the log past ``covered`` (up to ``disk_end``) is long enough for a new index.
+    """True when the log past ``covered`` (up to ``disk_end``) is long enough for a new index file.
 
     ``share`` is :data:`INDEX_TAIL_SHARE` at ``close()``,
     :data:`INDEX_SYNC_SHARE` at ``sync()``.

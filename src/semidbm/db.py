@@ -360,7 +360,8 @@ def _check_database(directory, flag, mode, major):
     try:
         _remove_leftovers(directory)
         if data_info is None or flag == "n":
-            # 'n': no index outlives the log it describes (docs/FORMAT.md, "Writing an index").
+            # 'n': no index file outlives the log it describes (docs/FORMAT.md, "Writing an
+            # index file").
             _index_file.remove(directory)
             _create_data_file(directory, mode, major)
     except BaseException:
@@ -396,10 +397,10 @@ def _data_file_start(directory, size):
 
 
 def _remove_leftovers(directory):
-    """Remove what a crashed compaction or index write left: ours, or semidbm 0.5.1's ``compact/``.
+    """Remove what a crashed compaction or index file write left, ours or 0.5.1's ``compact/``.
 
     Such a file is never read: a compaction's may hold keys deleted
-    since, and an index being written may be incomplete.
+    since, and an index file being written may be incomplete.
     """
     for name in (COMPACT_NAME, INDEX_TEMP_NAME):
         if directory.exists(name) and stat.S_ISREG(directory.stat(name).st_mode):

@@ -54,9 +54,9 @@ COMPACT_NAME = "data.compact"
 LOCK_NAME = "lock"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
-#: The persistent index: a cache of the compiled kernel's table for a first part of the log.
+#: The index file: a cache of the compiled kernel's table for a first part of the log.
 INDEX_NAME = "index"
-#: The temporary file a new index is written to before it is renamed over ``index``.
+#: The temporary file a new index file is written to before it is renamed over ``index``.
 INDEX_TEMP_NAME = "index.new"
 
 

@@ -22,9 +22,9 @@ The ``index`` workload (the compiled kernel) aims at the persistent
 index file instead: values of a few kilobytes, so that the log past the
 index soon reaches the bound at which ``close()`` writes a new one, and
 writers that close and reopen. The aimed rounds write past the bound
-and then close or compact, so the kill lands in the index write. Each
+and then close or compact, so the kill lands in the index file write. Each
 check also reads the database with the pure-Python kernel, which never
-uses the index, and requires the same contents; requires that an
+uses the index file, and requires the same contents; requires that an
 ``index`` left by the kill is valid for the data file as it is
 (tests/support/index_format.py checks it against docs/FORMAT.md); and requires
 that the next writer removes a leftover ``index.new``.
@@ -72,7 +72,7 @@ except ImportError:  # run as a script: the child writer, which needs none of it
 #: Keys the writer picks from: small enough that updates and deletes are common.
 KEYSPACE = 1500
 #: What the ``index`` workload writes before an aimed close or compaction: past the
-#: 4 MiB of uncovered log at which a writer writes a new index.
+#: 4 MiB of uncovered log at which a writer writes a new index file.
 INDEX_AIM_BYTES = (4 << 20) + (256 << 10)
 WORKLOADS = ("default", "index", "batch")
 #: The harness's own test (tests/test_batch.py): the ``batch`` workload with each batch's
@@ -305,7 +305,7 @@ def index_writer(database, note, rng, value_seed, aim, reopen):
 
     With ``aim``, this writer writes ``INDEX_AIM_BYTES`` (no closes or
     compactions meanwhile), then says "closing" or "compacting" and does
-    that, so that the kill lands while the index is written.
+    that, so that the kill lands while the index file is written.
     """
     written = 0
     aimed = False
@@ -632,7 +632,7 @@ class Harness:
         self.write_after_recovery()
 
     def same_without_the_index(self, recovered):
-        """The pure kernel, which never reads the index, finds what the kernel under test did."""
+        """The pure kernel, which never reads the index file, finds what the tested kernel did."""
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", semidbm.TornTailWarning)

@@ -31,10 +31,10 @@ document says catches it is left to catch it. ``check_index`` reads the
 database with the compiled kernel (every key looked up, then iterated),
 writes and compacts it, and refreshes a reader: no crash, the open
 either works or raises ``semidbm.error``, and every answer is the log's
-(the pure kernel, which never reads the index, says what that is).
+(the pure kernel, which never reads the index file, says what that is).
 Forged inputs go further: ``covered``, ``count`` or the seed set to
 other values with the samples made to match as well, which passes
-checks 1 to 3 honestly; such an index may lie in ways no check catches,
+checks 1 to 3 honestly; such an index file may lie in ways no check catches,
 so only a crash, a hang or an answer that is not a value is a failure.
 """
 
@@ -389,10 +389,10 @@ SEED = 0x0123456789ABCDEF
 
 
 class IndexBase:
-    """A small valid database with an index, and its contents.
+    """A small valid database with an index file, and its contents.
 
     Its log has overwrites and deletes before ``covered`` and a tail
-    after it (written after the compaction that wrote the index). The
+    after it (written after the compaction that wrote the index file). The
     compiled kernel's index must be valid (tests/support/index_format.py checks
     it against the document); the base then holds the same index built
     with a fixed seed, so that an input does the same in every process
@@ -411,7 +411,7 @@ class IndexBase:
                     database[b"key%d" % i] = b"overwritten"
                 for i in range(1, keys, 9):
                     del database[b"key%d" % i]
-                database.compact()  # writes the index
+                database.compact()  # writes the index file
                 for i in range(2, keys, 3):
                     database[b"key%d" % i] = b"updated"
                 for i in range(1, keys, 9):
@@ -450,7 +450,7 @@ def index_slot_offset(base, at, target, number):
     """Where a resealed change points slot ``at``, or None to leave it (see SLOT_TARGETS).
 
     Never at a put record of the slot's own key, nor 0 (an empty slot):
-    an index that says a key is elsewhere or absent, with every CRC
+    an index file that says a key is elsewhere or absent, with every CRC
     right, is a lie no check can catch. The slot's key is the one the
     base's index gives it (an earlier change may have moved it).
     """
@@ -597,7 +597,7 @@ def check_index(case, place):
 
 
 def survive_a_forged_index(database, path, base):
-    """A forged index may lie; it must not crash the process or give anything but values.
+    """A forged index file may lie; it must not crash the process or give anything but values.
 
     Reads every key and iterates, refreshes after an append, then opens a
     writer that writes and closes. ``semidbm.error`` is allowed anywhere.

@@ -41,7 +41,7 @@ and a few random ones. docs/POWERLOSS.md has the commands and results.
 A workload is a function ``run(journal)`` plus the tree it
 starts from (``Workload``); ``WORKLOADS`` lists the short ones. A new
 file format feature adds its workload there; its own files are checked
-by ``Workload.check``, which sees every tree. The persistent index is
+by ``Workload.check``, which sees every tree. The persistent index file is
 one: its workload ``index`` writes, replaces, uses and removes index
 files, and every workload's trees have their index judged
 (``check_index``: missing, stale or right, never wrong).
@@ -136,10 +136,10 @@ def index_tail(size=1):
 
     ``_settings.index_due`` reads ``INDEX_MIN_TAIL`` (4 MiB) at each
     call; lowered to ``size`` bytes, a workload of a few kilobytes gets
-    an index at its first sync, a new one at each sync that grew the log
+    an index file at its first sync, a new one at each sync that grew the log
     by a quarter of what the last covered, and at each close that grew it
-    by a 64th (docs/FORMAT.md, "Writing an index"). Not 0: a sync that
-    wrote nothing would then rewrite the index. Restored afterwards.
+    by a 64th (docs/FORMAT.md, "Writing an index file"). Not 0: a sync that
+    wrote nothing would then rewrite the index file. Restored afterwards.
     """
     saved = _settings.INDEX_MIN_TAIL
     _settings.INDEX_MIN_TAIL = size
@@ -361,7 +361,7 @@ def index_trusted(index, data):
     """What an open beside the data file ``data`` would trust of ``index``: its Header, or None.
 
     The decision is semidbm's own (``_index_file.load``: checks 1 and 2 of
-    docs/FORMAT.md, "Trusting an index", on the header and 32 samples of
+    docs/FORMAT.md, "Trusting an index file", on the header and 32 samples of
     the data file), made on copies of the two files.
     """
     with _anonymous(index) as index_file, _anonymous(data) as data_file:
@@ -388,11 +388,11 @@ def index_problems(index, data):
 def check_index(tree, expectation, count):
     """The index file of a tree a power cut may leave: missing, stale or right, never wrong.
 
-    semidbm installs an index only whole (``index.new`` fsynced, then
+    semidbm installs an index file only whole (``index.new`` fsynced, then
     renamed), only once the log it covers is on the disk, and removes it
     (the removal fsynced) before anything replaces that log (a
     compaction, ``'n'``); the log is only ever appended to. So in every
-    tree the model builds, under any rule, an ``index`` is a valid index
+    tree the model builds, under any rule, an ``index`` is a valid index file
     of the data file beside it, for the log up to its ``covered``:
     ``index_problems`` finds nothing. Judged with semidbm's own trust
     decision (``index_trusted``):
@@ -402,14 +402,14 @@ def check_index(tree, expectation, count):
       compares) only where a wrong slot passes the checks 3 and 4 made at
       use (a slot at an older put of its key), while a damaged block of
       slots or a slot at another key's record is dropped. This check sees
-      every wrong index, whether semidbm would notice it later or not;
+      every wrong index file, whether semidbm would notice it later or not;
     - not trusted and not valid: harmless (the log is replayed whole), but
-      the write protocol promises better: the old index or the new one,
+      the write protocol promises better: the old index file or the new one,
       whole, and never one beside a log it does not describe;
     - valid but not trusted: the trust check refuses a right index.
 
-    Counts every tree checked by what its index is. ``expectation`` is
-    not needed: an index answers for the data file beside it, whatever
+    Counts every tree checked by what its index file is. ``expectation`` is
+    not needed: an index file answers for the data file beside it, whatever
     the journal says.
     """
     files = tree.get(DB_NAME)
@@ -454,7 +454,7 @@ class Workload:
     ``check(tree, expectation, count)`` judges each tree further (a
     feature's own files): it returns a list of problems and counts what
     it saw with ``count(name)``. By default ``check_index``: the
-    compiled kernel writes an index at every compaction, so any
+    compiled kernel writes an index file at every compaction, so any
     workload's trees may hold one.
     """
 
@@ -469,7 +469,7 @@ def _existing(contents, buffer_size=DEFAULT_BUFFER_SIZE, tail=b"", indexed=False
     """An ``initial`` that makes a database of ``contents`` (then ``tail`` bytes appended).
 
     ``indexed``: the compiled kernel makes it, whatever the writer's
-    kernel, and leaves an index of it (``index_tail``).
+    kernel, and leaves an index file of it (``index_tail``).
     """
 
     def initial(kernel):
@@ -617,9 +617,9 @@ def _upgrade(journal):
 def _index_start(kernel):
     """The ``index`` workload's initial tree: nothing, or for the pure kernel an indexed database.
 
-    The compiled kernel creates the database and writes every index
+    The compiled kernel creates the database and writes every index file
     itself. The pure kernel never writes one, so it starts from a
-    database with an index the compiled kernel wrote: its writes leave
+    database with an index file the compiled kernel wrote: its writes leave
     that index stale (the compiled kernel, reading the trees, replays the
     log past it), and its compaction must remove it before the log is
     replaced. Without the compiled kernel, from nothing.
@@ -648,11 +648,11 @@ def _index_life(journal):
     """The index's life: written at syncs, replaced, opened through, switched to, removed.
 
     Run under ``index_tail`` (indexes on a small database). With the
-    compiled kernel: the first sync writes an index, the next one
+    compiled kernel: the first sync writes an index file, the next one
     replaces it (``index.new``, fsync, rename, directory fsync); the
     reopen with ``'w'`` opens through it and updates and deletes keys it
     holds; a sync writes a third, to which a reader's ``refresh()``
-    switches; a compaction removes the index, rewrites the log and writes
+    switches; a compaction removes the index file, rewrites the log and writes
     a new one, and so does ``close(compact=True)``; ``'n'`` removes it,
     and the close after writes the new database's first. With the pure
     kernel the same steps leave the initial index stale until the
@@ -701,10 +701,10 @@ def _index_life(journal):
 
 #: A record cut short: key length 3, value length 100, "abc", and 20 bytes of the value.
 _TORN_TAIL = b"\x00\x00\x00\x03\x00\x00\x00\x64abc" + b"v" * 20
-#: The database the pure kernel's ``index`` workload starts from, with an index.
+#: The database the pure kernel's ``index`` workload starts from, with an index file.
 _INDEXED = _existing(SOME, indexed=True)
 
-#: The short workloads, checked at every cut point. ``index`` is the persistent index's:
+#: The short workloads, checked at every cut point. ``index`` is the persistent index file's:
 #: it writes index files through the compiled kernel's own code (``_index_file``); every
 #: workload's ``check`` (``check_index``) judges the index file of each tree: missing,
 #: stale or right, never wrong.
@@ -775,7 +775,7 @@ def random_workload(seed, length):
     An even ``seed`` runs under ``index_tail``: the compiled kernel then
     writes index files at syncs and closes too, not only at compactions,
     and its reader switches to them (the same steps as the odd seed's
-    would be, the trace longer by the index writes).
+    would be, the trace longer by the index file writes).
     """
 
     def run(journal):

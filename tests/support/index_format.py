@@ -1,6 +1,6 @@
 """The index file of docs/FORMAT.md ("The index file"), read and written from the document alone.
 
-The tests of the persistent index (test_index.py, harness/fuzz.py,
+The tests of the persistent index file (test_index.py, harness/fuzz.py,
 harness/crash.py) use this module to check the index files the compiled
 kernel writes against the document, and to make index files of their
 own: valid ones, and hostile ones whose checksums are all right. It
@@ -40,7 +40,7 @@ FIELDS = struct.Struct("<8sIIQQQQIIII")
 SAMPLE = struct.Struct("<QII")
 SAMPLES_AT = FIELDS.size  # 64
 #: After the samples: the offset in the data file (8 bytes) and the nonce (16) of the
-#: checkpoint the index names.
+#: checkpoint the index file names.
 CHECKPOINT_AT = SAMPLES_AT + SAMPLE.size * SAMPLE_COUNT
 CHECKPOINT_FIELD = struct.Struct("<Q16s")
 SLOT = struct.Struct("<QI")
@@ -93,12 +93,12 @@ def blocks(capacity):
 
 
 def file_size(capacity):
-    """The size an index of ``capacity`` slots has, by the layout."""
+    """The size an index file of ``capacity`` slots has, by the layout."""
     return HEADER_SIZE + SLOT_SIZE * capacity + 4 * blocks(capacity)
 
 
 def capacity_for(count):
-    """The capacity a writer gives an index of ``count`` keys."""
+    """The capacity a writer gives an index file of ``count`` keys."""
     return max(MIN_CAPACITY, count * 3 // 2 + 1)
 
 
@@ -132,7 +132,7 @@ def probe_start(hashed, capacity):
 
 
 def sample_ranges(covered):
-    """The 32 ``(offset, length)`` ranges of the data file that an index of ``covered`` samples."""
+    """The 32 ``(offset, length)`` data file ranges that an index file of ``covered`` samples."""
     edge = min(EDGE_SAMPLE, covered)
     ranges = [(0, edge)]
     for i in range(1, SAMPLE_COUNT - 1):
@@ -308,7 +308,7 @@ class Index:
         return self.header() + table + checksums
 
     def find(self, data, key):
-        """The slot of ``key`` by the index's probe, reading keys from ``data``; None if absent."""
+        """The slot of ``key`` by the file's probe, reading keys from ``data``; None if absent."""
         hashed = hash_key(self.seed, key)
         at = probe_start(hashed, self.capacity)
         for _ in range(self.capacity):
@@ -333,10 +333,10 @@ def place(slots, capacity, hashed, offset):
 
 
 def build(data, covered=None, seed=0x5EED5EED5EED5EED, capacity=None):
-    """A valid index of the first ``covered`` bytes (a record boundary) of the log ``data``.
+    """A valid index file of the first ``covered`` bytes (a record boundary) of the log ``data``.
 
     It names the last checkpoint of the covered log, as the kernel's
-    would: no index is valid for a log without one.
+    would: no index file is valid for a log without one.
     """
     covered = len(data) if covered is None else covered
     named = last_checkpoint(data, covered)
@@ -364,7 +364,7 @@ def problems(index_data, data):
 
     Checks the layout, every CRC-32, the checkpoint named, the samples, and that
     the slots are exactly the live keys of the covered log, each at its
-    last put and found by the probe. An empty list means a valid index.
+    last put and found by the probe. An empty list means a valid index file.
     """
     found = []
     if len(index_data) < HEADER_SIZE:

@@ -63,7 +63,7 @@ def checkpoints_in(data):
 def ending_checkpoint(data):
     """The offset of the checkpoint that ends the data file contents ``data``, or None.
 
-    A compiled writer appends one right before each index it writes at a close or a sync.
+    A compiled writer appends one right before each index file it writes at a close or a sync.
     """
     found = checkpoints_in(data)
     if found and sum(found[-1]) == len(data):

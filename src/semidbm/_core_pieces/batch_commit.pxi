@@ -72,7 +72,7 @@ cdef int batch_index(Store store, uint64_t offset, const char* record,
     """Apply the records of the batch record at ``offset`` (its bytes at ``record``) to the index.
 
     As a replay applies records; the table has room for every put. If the
-    mapped index proves damaged, it is dropped, and the replay of the
+    mapped index file proves damaged, it is dropped, and the replay of the
     whole log that follows applies this batch too.
     """
     cdef uint64_t position = offset + RECORD_OVERHEAD

@@ -210,7 +210,7 @@ cdef int bulk_store_run(Store store, BulkRun* run) except -1:
             store.check_writable("write")
         if store.buffer_used + run.size > store.buffer_size:
             store.flush()
-        # After the flush, whose index updates may drop the index (and the room made).
+        # After the flush, whose index updates may drop the index file (and the room made).
         bulk_reserve(store, run.count)
         start = store.buffer_used
         out = store.log.buffer + start
@@ -489,7 +489,7 @@ cdef Py_ssize_t bulk_locate_keys(Store store, BulkTarget* targets, Py_ssize_t co
     """Set each target's ``where``: its private slot (marked ``PRIVATE_SLOT``) or its mapped slot.
 
     Stops at the first key that is not live; returns how many keys were
-    located (``count`` if all are live). A mapped index that fails a
+    located (``count`` if all are live). A mapped index file that fails a
     check is dropped and the search starts again.
     """
     cdef Py_ssize_t at, slot, held

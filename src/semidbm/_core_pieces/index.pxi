@@ -7,11 +7,11 @@
 # file", says what the file holds and which of its bytes are trusted
 # when: here every slot is checked before its record is read, and each
 # block of slots the first time it is used.
-# A check that fails returns DAMAGED, and the Store then drops the index
+# A check that fails returns DAMAGED, and the Store then drops the index file
 # (replays the log whole); nothing here raises for a bad file.
 
 cdef enum:
-    # What a lookup in the mapped index may find besides a slot.
+    # What a lookup in the mapped index file may find besides a slot.
     MISSING = -1
     DAMAGED = -2
     # What index_merge returns when the keys would leave no empty slot.
@@ -35,7 +35,7 @@ cdef struct Base:
 
 
 cdef struct Index:
-    # A Store's keys: the mapped index (base), then the private table
+    # A Store's keys: the mapped index file (base), then the private table
     # (the keys the log from base.covered on has set).
     Table table
     Base base
@@ -116,7 +116,7 @@ cdef inline bint base_record_fits(const Base* base, uint64_t offset) noexcept no
 
 cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
     """Whether the mapped ``slot`` points at a put record within the covered log whose key has
-    the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index")."""
+    the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index file")."""
     cdef uint64_t offset = base.table.slots[slot].offset
     cdef const char* record
     if not base_record_fits(base, offset):
@@ -169,7 +169,7 @@ cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size,
 
 
 cdef void base_clear(Base* base) noexcept:
-    """Let go of the mapped index: no base any more."""
+    """Let go of the mapped index file: no base any more."""
     if base.map != NULL:
         semidbm_unmap(base.map, base.map_size)
     free(base.verified)
@@ -247,7 +247,7 @@ cdef int index_defer(Index* index, uint32_t hashed, uint64_t offset) except -1:
     that memory has arrived. The caller has reserved room for every
     queued key (``table_reserve``), so applying them never grows the
     table. Every operation but an assignment applies the queue first.
-    DAMAGED means that applying the oldest update met a damaged index;
+    DAMAGED means that applying the oldest update met a damaged index file;
     the update is queued all the same.
     """
     cdef Table* table = &index.table

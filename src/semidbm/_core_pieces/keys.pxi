@@ -1,15 +1,15 @@
 # How a Store finds its keys (included by _core.pyx): the index file,
-# mapped and checked (docs/FORMAT.md, "Trusting an index"), the private
-# table for the log past it, dropping an index that fails a check,
+# mapped and checked (docs/FORMAT.md, "Trusting an index file"), the private
+# table for the log past it, dropping an index file that fails a check,
 # switching to a newer one on a reader's refresh, and writing a new one.
 # The structures and lookups are index.pxi's; these functions are the
 # Store's use of them, kept out of the class.
 
 
 cdef uint64_t keys_replay_log(Store store, uint64_t size) except? 0:
-    """Replay the mapped log from where the keys end (index's end, or header) to ``size``.
+    """Replay the mapped log from where the keys end (index file's end, or header) to ``size``.
 
-    Returns where the replay stopped. A mapped index that proves
+    Returns where the replay stopped. A mapped index file that proves
     damaged, or under which the log past it is corrupt, is dropped,
     and the log replayed whole.
     """
@@ -28,7 +28,7 @@ cdef uint64_t keys_replay_log(Store store, uint64_t size) except? 0:
 
 
 cdef void keys_forget(Store store) noexcept:
-    """Drop every key: no mapped index, an empty private table."""
+    """Drop every key: no mapped index file, an empty private table."""
     table_clear(&store.index.table)
     base_clear(&store.index.base)
     store.index_identity = None
@@ -78,10 +78,10 @@ cdef int keys_attach(Store store, object found) except -1:
 
 
 cdef int keys_drop(Store store) except -1:
-    """Do without the mapped index: replay the log whole, the unwritten buffer too.
+    """Do without the mapped index file: replay the log whole, the unwritten buffer too.
 
-    Called when a check of the index fails (docs/FORMAT.md,
-    "Trusting an index"); the pending updates are records of the
+    Called when a check of the index file fails (docs/FORMAT.md,
+    "Trusting an index file"); the pending updates are records of the
     buffer, so its replay applies them. The next index file written
     covers everything again.
     """
@@ -99,7 +99,7 @@ cdef int keys_drop(Store store) except -1:
 
 
 cdef int keys_apply_pending(Store store) except -1:
-    """Apply every pending update, oldest first (dropping the index if it proves damaged)."""
+    """Apply every pending update, oldest first (dropping the index file if it proves damaged)."""
     while store.index.table.pending_count:
         if index_apply_oldest(&store.index) == DAMAGED:
             keys_drop(store)
@@ -110,7 +110,7 @@ cdef Py_ssize_t keys_find(Store store, const char* key, Py_ssize_t size, uint32_
                           uint64_t* offset) except -2:
     """Where the key's last record is: 1 and ``offset`` set, or 0 if it is not live.
 
-    The private table first, then the mapped index (dropped if a
+    The private table first, then the mapped index file (dropped if a
     check fails: the private table then holds every key).
     """
     cdef Py_ssize_t slot = table_find(&store.index.table, key, size, hashed)
@@ -136,7 +136,7 @@ cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
 
 
 cdef int keys_verify(Store store) except -1:
-    """Check every block of the mapped index now (dropping it if one fails).
+    """Check every block of the mapped index file now (dropping it if one fails).
 
     Before a pass over the whole table: iteration, a compaction, a new
     index file.
@@ -149,11 +149,11 @@ cdef int keys_verify(Store store) except -1:
 cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) except -1:
     """Write an index file for the whole log, which the caller has flushed.
 
-    The index names the checkpoint at offset ``checkpoint``, which the
+    The index file names the checkpoint at offset ``checkpoint``, which the
     caller wrote after every other byte of the log (docs/FORMAT.md,
     "Checkpoints"). The data file is fsynced already, or
     ``data_durable()`` waits for that (see ``_index_file.install``). Failure
-    to write it is not an error (docs/FORMAT.md, "Writing an index"):
+    to write it is not an error (docs/FORMAT.md, "Writing an index file"):
     the old file stays, or none.
     """
     cdef size_t capacity
@@ -173,7 +173,7 @@ cdef int keys_write(Store store, uint64_t checkpoint, object data_durable=None) 
         if merged == DAMAGED:
             keys_drop(store)  # then no base: the next try cannot meet it
             return keys_write(store, checkpoint, data_durable)
-        if merged == OVERFULL:  # more keys than counted: write no index rather than loop
+        if merged == OVERFULL:  # more keys than counted: write no index file rather than loop
             return 0
         try:
             header = _index_file.encode_header(store.index.seed, store.log.disk_end, live,
@@ -197,7 +197,7 @@ cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) exc
 
     Positions run over the mapped slots (those not marked), then the
     private slots. 0 at the end, and also if a mapped slot fails its
-    check: the index is then dropped, which the table's version shows.
+    check: the index file is then dropped, which the table's version shows.
     Without ``check``, a mapped slot is returned unchecked: the caller
     must check it (``base_slot_sound`` on slot ``position - 1``) before
     it reads its record, as ``sort_gather_keys`` does.
@@ -227,7 +227,7 @@ cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) exc
 cdef int keys_switch(Store store, uint64_t size) except -1:
     """A reader's refresh: map the index file a writer has installed since, if it is newer.
 
-    The new index must pass the checks for the data file as it is now
+    The new index file must pass the checks for the data file as it is now
     (``size`` bytes) and cover more than the mapped one; the private
     table then starts again from its end. Records the reader had read
     are complete, so they are replayed through the mapping.

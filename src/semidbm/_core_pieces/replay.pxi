@@ -475,8 +475,8 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     mapping (``base`` 0), or a copy. Returns where parsing stopped:
     ``size``, or the start of an incomplete last record; a corrupt
     record raises DBMLoadError (naming ``path``); 0 means that the
-    mapped index proved damaged (the private table is then part-way:
-    the caller drops the index and replays the log whole). Keys are
+    mapped index file proved damaged (the private table is then part-way:
+    the caller drops the index file and replays the log whole). Keys are
     compared through the table's Log: the mapping or, during a refresh,
     the copy standing in for the buffer.
     Records are parsed in blocks (``parse_block``), then applied
@@ -530,7 +530,7 @@ cdef size_t replay_apply_parsed(Index* index, ParseRing* ring,
     Returns the size of the last block applied: less than
     ``REPLAY_BLOCK`` if that was the end of the parse. Otherwise the
     thread fell behind and was asked to stop: the caller parses the
-    rest, from ``parser``. ``<size_t>DAMAGED`` if the mapped index
+    rest, from ``parser``. ``<size_t>DAMAGED`` if the mapped index file
     proved damaged.
     """
     cdef uint64_t block = 0
@@ -585,10 +585,10 @@ cdef int replay_apply_block(Index* index, Parsed* block, size_t parsed,
 
 
 cdef int replay_apply_over_base(Index* index, Parsed* block, size_t parsed) except -1:
-    """``replay_apply_block`` for the log past a mapped index: each record checked against the
-    base too.
+    """``replay_apply_block`` for the log past a mapped index file: each record checked against
+    the base too.
 
-    That log is short (see docs/FORMAT.md, "Writing an index"), and
+    That log is short (see docs/FORMAT.md, "Writing an index file"), and
     its keys are looked up in the base, so it is not prefetched.
     """
     cdef size_t at

@@ -154,7 +154,7 @@ cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size
         group = entry_bucket(log, &entries[0], depth)
         if counts[group] != count:
             break
-        if group == 0:  # equal keys (a forged index): nothing to order
+        if group == 0:  # equal keys (a forged index file): nothing to order
             return depth
         depth += 1
     start = 0
@@ -307,7 +307,7 @@ cdef SortedLines sort_gather_keys(Store store):
 
     The records lie all over the log, in the order of the index's slots:
     they are read in a second pass (``sort_read_entries``, by two threads
-    for many keys). So the slots of the mapped index are checked there
+    for many keys). So the slots of the mapped index file are checked there
     (``base_slot_sound``), before their record is read: meanwhile an
     entry's prefix holds its mapped slot, marked by ``MAPPED_SLOT``.
     """

@@ -1,14 +1,15 @@
-# The index of the compiled kernel (included by _core.pyx): one slot per
-# live key in an open-addressing hash table (linear probing,
+# The hash table of the compiled kernel (included by _core.pyx): one
+# slot per key in an open-addressing table (linear probing,
 # backward-shift deletion), and the queue of index updates that wait.
 # A slot holds a record's offset and a 32-bit hash of its key; the key
 # itself is compared against the record (read through the table's Log),
 # so the table does not grow with key length. A key's probe starts at
 # (hash * capacity) >> 32, so any capacity works (an index file's is not
 # a power of two) and the slots stay in the order of their hashes, which
-# makes moving them to another table a near-sequential pass. The Store and the index rebuild
-# hold a Table and call these functions: the hash, where a key's probe
-# starts and how full the table may get are decided here alone.
+# makes moving them to another table a near-sequential pass. The Store
+# and the index rebuild hold a Table and call these functions: the hash,
+# where a key's probe starts and how full the table may get are decided
+# here alone.
 
 cdef enum:
     # Index updates an assignment may leave pending (see index_defer).
