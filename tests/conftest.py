@@ -61,6 +61,14 @@ def dbpath(tmp_path):
     return tmp_path / "test.db"
 
 
+@pytest.fixture
+def database(dbopen, dbpath):
+    """A new database at ``dbpath``, open for writing with the kernel under test; closed after."""
+    opened = dbopen(dbpath, "c")
+    yield opened
+    opened.close()
+
+
 @pytest.fixture(params=["script", "module"])
 def tool(request):
     """The command line that starts the tool: the installed script, or the module."""

@@ -36,13 +36,6 @@ from .support.log import data_records, directory_contents
 from .support.threads import check_models_stored, run_beside_a_maintainer
 
 
-@pytest.fixture
-def database(dbopen, dbpath):
-    opened = dbopen(dbpath, "c")
-    yield opened
-    opened.close()
-
-
 def as_bytes(item):
     return item.encode("utf-8") if isinstance(item, str) else bytes(item)
 

@@ -146,7 +146,7 @@ def dead_pid():
 
 
 @pytest.fixture
-def database(dbpath):
+def created(dbpath):
     """The path of an existing, closed database."""
     semidbm.open(dbpath, "c").close()
     return dbpath
@@ -154,13 +154,13 @@ def database(dbpath):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["writer_active", "stats"])
-def test_probes_never_get_a_writer_refused(database, how):
-    probers = [start(PROBER, database, how)[0] for _ in range(2)]
+def test_probes_never_get_a_writer_refused(created, how):
+    probers = [start(PROBER, created, how)[0] for _ in range(2)]
     try:
         refusals = []
         for _ in range(OPENS):
             try:
-                semidbm.open(database, "w").close()
+                semidbm.open(created, "w").close()
             except semidbm.error as exc:
                 refusals.append(str(exc))
     finally:
@@ -170,13 +170,13 @@ def test_probes_never_get_a_writer_refused(database, how):
         assert int(active) > 0, "the probes never overlapped a writer (%s probes)" % probes
 
 
-def test_a_writer_that_holds_the_database_is_refused_within_the_bound_and_named(database):
-    writer, line = start(WRITER, database)
+def test_a_writer_that_holds_the_database_is_refused_within_the_bound_and_named(created):
+    writer, line = start(WRITER, created)
     named = "locked by another writer \\(process %s\\): " % line.split()[1]
     try:
         started = time.monotonic()
         with pytest.raises(semidbm.error, match=named):
-            semidbm.open(database, "w")
+            semidbm.open(created, "w")
         elapsed = time.monotonic() - started
     finally:
         finish(writer)
@@ -184,44 +184,44 @@ def test_a_writer_that_holds_the_database_is_refused_within_the_bound_and_named(
     assert _lock.RETRY_SECONDS - 0.02 <= elapsed < _lock.RETRY_SECONDS + 1.0, elapsed
 
 
-def test_a_closed_writer_leaves_no_process_id(database):
-    with semidbm.open(database, "w"):
-        assert (database / LOCK_NAME).read_bytes() == b"%d\n" % os.getpid()
-    assert (database / LOCK_NAME).read_bytes() == b""
-    writer, line = start(WRITER, database)
-    assert (database / LOCK_NAME).read_bytes() == b"%s\n" % line.split()[1].encode()
+def test_a_closed_writer_leaves_no_process_id(created):
+    with semidbm.open(created, "w"):
+        assert (created / LOCK_NAME).read_bytes() == b"%d\n" % os.getpid()
+    assert (created / LOCK_NAME).read_bytes() == b""
+    writer, line = start(WRITER, created)
+    assert (created / LOCK_NAME).read_bytes() == b"%s\n" % line.split()[1].encode()
     finish(writer)
-    assert (database / LOCK_NAME).read_bytes() == b""
+    assert (created / LOCK_NAME).read_bytes() == b""
 
 
 @pytest.mark.parametrize(
     "content",
     ["", "dead", "this process", "0", "99999999999999999999", "not a pid"],
 )
-def test_a_refusal_names_no_process_that_is_dead_absent_or_not_the_holder(database, content):
+def test_a_refusal_names_no_process_that_is_dead_absent_or_not_the_holder(created, content):
     content = {"dead": str(dead_pid()), "this process": str(os.getpid())}.get(content, content)
-    holder, _ = start(HOLDER, database, content)
+    holder, _ = start(HOLDER, created, content)
     try:
         with pytest.raises(semidbm.error, match="locked by another writer: ") as refusal:
-            semidbm.open(database, "w")
+            semidbm.open(created, "w")
     finally:
         finish(holder)
     assert "(process" not in str(refusal.value)
-    semidbm.open(database, "w").close()
+    semidbm.open(created, "w").close()
 
 
 @posix_only
 @pytest.mark.parametrize("how", ["database", "lock"])
-def test_a_forked_child_keeps_the_parents_process_id_and_lock(database, how):
-    parent, line = start(FORKER, database, how)
+def test_a_forked_child_keeps_the_parents_process_id_and_lock(created, how):
+    parent, line = start(FORKER, created, how)
     pid = line.split()[1]
     named = "locked by another writer \\(process %s\\): " % pid
     try:
-        assert (database / LOCK_NAME).read_bytes() == b"%s\n" % pid.encode()
-        assert _lock.writer_active(str(database))
+        assert (created / LOCK_NAME).read_bytes() == b"%s\n" % pid.encode()
+        assert _lock.writer_active(str(created))
         with pytest.raises(semidbm.error, match=named):
-            semidbm.open(database, "w")
+            semidbm.open(created, "w")
     finally:
         finish(parent)
-    assert (database / LOCK_NAME).read_bytes() == b""
-    assert not _lock.writer_active(str(database))
+    assert (created / LOCK_NAME).read_bytes() == b""
+    assert not _lock.writer_active(str(created))
