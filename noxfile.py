@@ -119,7 +119,7 @@ CHECK_COMPILED = (
 )
 
 #: The suite's selection that memcheck runs by default: the compiled kernel
-#: on the mapping, format, records (the tools' walk), sorted lines (but the
+#: on the mapping, format, records (the tools' examination), sorted lines (but the
 #: 2**17 keys, minutes under valgrind), fuzz corpus and concurrency tests.
 MEMCHECK_SELECTION = [
     "-k", "(cython or corpus) and not branching_at_every_byte",

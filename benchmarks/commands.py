@@ -1,6 +1,6 @@
 """The ``semidbm`` command at two commits, timed side by side on one large database.
 
-The commands that walk a whole database (``stats``, ``verify``,
+The commands that go over a whole database (``stats``, ``verify``,
 ``keys``, ``keys -e``, ``export``) are run with each commit's build in
 turn (old, new, old, new, ...), each a fresh process on the same
 database, for ``--repeat`` repetitions; the table gives each command's

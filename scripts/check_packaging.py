@@ -16,7 +16,7 @@ source tree is only read.
 3. that wheel in a fresh venv: the installed selection of the suite
    (``INSTALLED_SELECTION``, with scripts/test_installed.py) on both
    kernels, ``mypy --strict`` on examples/typed_usage.py (and on code
-   with type errors, which must fail), stubtest on the stubs, and the
+   with type errors, which must fail), stubtest on the typed modules, and the
    example run;
 4. the sdist in another fresh venv, without Cython installed there: it
    builds (pip fetches Cython for the build only) and passes the
@@ -67,7 +67,7 @@ semidbm.open_shelf("p", serializer="yaml")
 #: distribution holds: every module of the package imported by both
 #: kernels' runs, the compiled kernel as the sdist alone builds it, the
 #: ``semidbm`` command and ``python -m semidbm`` (test_cli, both ways),
-#: the stubs (mypy and stubtest, below), and what the kernels do with the
+#: the types (mypy and stubtest, below), and what the kernels do with the
 #: install's own files (the mapping and dbm contract, both kernels side by
 #: side, shelves, every example of the documentation, the kernel the
 #: install chose). How each kernel behaves does not depend on how it was

@@ -28,21 +28,14 @@ from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS, kernel_name
 from .harness import crash, powerloss
+from .support import records as records_support
 from .support.log import log_start, records_after_start
 from .support.power_loss import needs_fuse, remove_scratch
+from .support.records import delete_record, put_record
 
 HEADER_1_1 = b"SEMI" + struct.pack("!HH", 1, 1)
 HEADER_2_0 = b"SEMI" + struct.pack("!HH", 2, 0)
 posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
-
-
-def put_record(key, value):
-    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack(
-        "!I", zlib.crc32(key + value))
-
-
-def delete_record(key):
-    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key))
 
 
 def batch_record(*records):
@@ -52,8 +45,8 @@ def batch_record(*records):
 
 
 def write_data(path, *records, header=HEADER_2_0):
-    path.mkdir()
-    (path / "data").write_bytes(header + b"".join(records))
+    """A database at ``path`` whose data file holds ``records``: of format 2.0 unless told."""
+    records_support.write_data(path, *records, header=header)
 
 
 # --- what a batch does ---

@@ -349,10 +349,10 @@ def start_import(tool, path, **options):
 
 @posix_only
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-@pytest.mark.parametrize("database", ["new", "existing", "existing of format 2.0"])
-def test_an_interrupted_import_leaves_no_trace(tool, tmp_path, filled, number, database):
-    path = tmp_path / "new.db" if database == "new" else filled
-    if database == "existing of format 2.0":
+@pytest.mark.parametrize("target", ["new", "existing", "existing of format 2.0"])
+def test_an_interrupted_import_leaves_no_trace(tool, tmp_path, filled, number, target):
+    path = tmp_path / "new.db" if target == "new" else filled
+    if target == "existing of format 2.0":
         with semidbm.open(filled, "w") as upgrading:
             upgrading.compact(format=2)
     before = files_of(filled)

@@ -27,7 +27,6 @@ import struct
 import subprocess
 import sys
 import warnings
-import zlib
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ import semidbm
 
 from .support import v051_cases
 from .support.log import records_after_start
+from .support.records import delete_record, put_record
 from .support.v051 import v051_python
 
 CASES = v051_cases.CASES
@@ -96,15 +96,6 @@ def test_v051_python_skips_without_the_variable_and_fails_under_ci(monkeypatch):
 
 
 # --- the format, built independently of semidbm -----------------------------
-
-
-def put_record(key, value):
-    crc = zlib.crc32(key + value) & 0xFFFFFFFF
-    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
-
-
-def delete_record(key):
-    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key) & 0xFFFFFFFF)
 
 
 def v051_records(data):

@@ -219,7 +219,7 @@ def test_kill_while_creating_a_database(kernel, dbpath, step):
     assert (dbpath / "data").read_bytes()[: len(HEADER)] == HEADER
 
 
-# --- the persistent index file (docs/FORMAT.md, "Writing an index file") ---
+# --- the index file (docs/FORMAT.md, "Writing an index file") ---
 
 #: Kills of the harness's ``index`` workload in the suite.
 INDEX_KILLS = 24

@@ -1,4 +1,4 @@
-"""The persistent index file (docs/FORMAT.md, "The index file"): written, used, never trusted.
+"""The index file (docs/FORMAT.md, "The index file"): written, used, never trusted.
 
 ``index`` beside ``data`` holds the compiled kernel's hash table for the
 log's first ``covered`` bytes, so that an open replays only the rest.
@@ -38,7 +38,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
@@ -50,6 +49,7 @@ from semidbm.format import EMPTY_RECORD_SIZE
 from .conftest import IMPLEMENTATIONS, compiled_only
 from .support import index_format as fmt
 from .support.log import ending_checkpoint
+from .support.records import delete_record, put_record
 from .support.v051 import apply_v051
 
 #: The checkout's top directory, from which a child process imports ``tests.support``.
@@ -81,15 +81,6 @@ def data_of(path):
 
 def index_of(path):
     return index_path(path).read_bytes()
-
-
-def put_record(key, value):
-    crc = zlib.crc32(key + value) & 0xFFFFFFFF
-    return struct.pack("!ii", len(key), len(value)) + key + value + struct.pack("!I", crc)
-
-
-def delete_record(key):
-    return struct.pack("!ii", len(key), -1) + key + struct.pack("!I", zlib.crc32(key) & 0xFFFFFFFF)
 
 
 # --- checking contents ---------------------------------------------------------

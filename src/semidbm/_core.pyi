@@ -34,7 +34,7 @@ class SortedLines(Iterator[tuple[int, bytes]]):
     def __next__(self) -> tuple[int, bytes]: ...
 
 @disjoint_base
-class TableBody:
+class IndexFileBody:
     """The body of a new index file: ``_index_file.install`` calls it with the file to write to."""
 
     def __call__(self, out: int, /) -> None: ...

@@ -41,9 +41,9 @@ and a few random ones. docs/POWERLOSS.md has the commands and results.
 A workload is a function ``run(journal)`` plus the tree it
 starts from (``Workload``); ``WORKLOADS`` lists the short ones. A new
 file format feature adds its workload there; its own files are checked
-by ``Workload.check``, which sees every tree. The persistent index file is
+by ``Workload.check``, which sees every tree. The index file is
 one: its workload ``index`` writes, replaces, uses and removes index
-files, and every workload's trees have their index judged
+files, and every workload's trees have their index file judged
 (``check_index``: missing, stale or right, never wrong).
 """
 
@@ -704,7 +704,7 @@ _TORN_TAIL = b"\x00\x00\x00\x03\x00\x00\x00\x64abc" + b"v" * 20
 #: The database the pure kernel's ``index`` workload starts from, with an index file.
 _INDEXED = _existing(SOME, indexed=True)
 
-#: The short workloads, checked at every cut point. ``index`` is the persistent index file's:
+#: The short workloads, checked at every cut point. ``index`` is the index file's:
 #: it writes index files through the compiled kernel's own code (``_index_file``); every
 #: workload's ``check`` (``check_index``) judges the index file of each tree: missing,
 #: stale or right, never wrong.

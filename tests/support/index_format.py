@@ -1,6 +1,6 @@
 """The index file of docs/FORMAT.md ("The index file"), read and written from the document alone.
 
-The tests of the persistent index file (test_index.py, harness/fuzz.py,
+The tests of the index file (test_index.py, harness/fuzz.py,
 harness/crash.py) use this module to check the index files the compiled
 kernel writes against the document, and to make index files of their
 own: valid ones, and hostile ones whose checksums are all right. It
