@@ -31,11 +31,11 @@ from _report import markdown_table
 #: The workloads, on a database of N keys of 16 bytes with values of 100.
 WORKLOADS = ("fill", "read_sequential", "read_random", "delete", "reopen")
 
-#: Closes and read-only opens in ``reopen``. The base run moves by up to
-#: 0.25 M instructions between identical runs; one reopen costs about
-#: 0.46 M at 200,000 records, so three reopens (as before) swung by 10-20%
-#: with no change at all, and a hundred rise well above that.
-REOPENS = 100
+#: Closes and read-only opens in ``reopen``. A run's count moves by up to
+#: 0.25 M instructions between identical runs, whatever the workload; one
+#: reopen costs about 0.46 M at 200,000 records, so three reopens swung by
+#: 10-20% with no change at all, a hundred by about 1%, a thousand by 0.1%.
+REOPENS = 1000
 
 #: Runs in a fresh interpreter: argv is the workload, N and REOPENS.
 SCRIPT = """
