@@ -284,14 +284,15 @@ def import_cycles(top, package):
     checker follows them. Each cycle is given once, as the sorted names
     of the modules that reach each other.
     """
-    folder = Path(top) / "src" / package
+    modules = sorted(path.stem for path in (Path(top) / "src" / package).glob("*.py"))
     graph = {}
-    for path in folder.glob("*.py"):
+    for module in modules:
+        path = Path(top) / "src" / package / (module + ".py")
         tree = ast.parse(path.read_bytes(), str(path))
         names = {name for _, name in imported_names(tree, package)}
-        graph[path.stem] = {
-            other.stem for other in folder.glob("*.py")
-            if other != path and "%s.%s" % (package, other.stem) in names
+        graph[module] = {
+            other for other in modules
+            if other != module and "%s.%s" % (package, other) in names
         }
     reach = {}
     for module in graph:
