@@ -305,7 +305,7 @@ def test_a_writer_cannot_be_copied_or_pickled(dbopen, dbpath, duplicate):
     """
     database = dbopen(dbpath, "c")
     database[b"a"] = b"1"
-    with pytest.raises(TypeError, match="cannot be (copied or )?pickled"):
+    with pytest.raises(TypeError, match="cannot be (copied|pickled)"):
         duplicate(database)
     database[b"b"] = b"2"
     database.close()

@@ -115,7 +115,7 @@ def test_exclusive_writers_and_closed_databases_refuse_and_nothing_copies(dbopen
         pickle.dumps(writer)
     with dbopen(hundred) as reader:
         for copier in (copy.copy, copy.deepcopy):
-            with pytest.raises(TypeError, match="cannot be copied"):
+            with pytest.raises(TypeError, match="cannot be copied: it is an open file"):
                 copier(reader)
 
 

@@ -56,8 +56,10 @@ class Database(MutableMapping):  # type: ignore[type-arg]
     raises :class:`semidbm.error`, and so does a write to a database
     opened read-only. Iteration order, and so which item ``popitem()``
     removes, is arbitrary and differs between the kernels. A database
-    cannot be copied or pickled (:exc:`TypeError`): it is an open file
-    with a lock; open it again instead.
+    cannot be copied (:exc:`TypeError`): it is an open file; open it
+    again instead. A reader and a shared writer pickle, as what opens
+    them again where they are unpickled; an exclusive writer does not
+    (:doc:`/sharing`).
 
     The members marked abstract are those of the storage kernel: every
     database that :func:`semidbm.open` returns has them. Use this class
@@ -564,13 +566,13 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         self.compact()
 
     def _refuse_copy(self, *args: object) -> Any:
-        """Refuse ``copy``, ``deepcopy`` and ``pickle``: it is an open file with a lock."""
+        """Refuse ``copy`` and ``deepcopy``: it is an open file (pickling: ``db.SemiDBM``)."""
         raise TypeError(
-            "a semidbm database cannot be copied or pickled: it is an open "
-            "file with a lock; open the database again instead (%r)" % self
+            "a semidbm database cannot be copied: it is an open file; open the "
+            "database again instead, or pickle a reader or a shared writer (%r)" % self
         )
 
-    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
+    __copy__ = __deepcopy__ = _refuse_copy
 
     def __enter__(self) -> Self:
         """The database itself: ``with semidbm.open(...) as db:`` closes it at the end."""
