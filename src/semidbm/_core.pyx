@@ -930,6 +930,94 @@ cdef class Store:
         self.log.disk_end = end
         return end
 
+    # --- shared writers (the API layer's turns: _shared.py) ---
+
+    def _follow(self):
+        """``_interface.Store._follow``: new records are replayed through the writer's map.
+
+        The map of a writer reaches past the end of the file, so the
+        records other writers appended are in it (it is remapped only if
+        they outgrew it); under the turn, nothing cuts them meanwhile.
+        """
+        cdef uint64_t size, start, end = 0
+        with self.guard:
+            self.check_writable("write")
+            replaced, size = _files.reader_position(self.directory, self.fd)
+            if replaced:
+                return self.reload(True)
+            if size < self.log.disk_end:
+                self.release()  # what it indexed is gone
+                raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
+            if size == self.log.disk_end:
+                return None
+            self.busy = True
+            try:
+                if size > self.map_size:
+                    self.map_file(size)
+                start = self.log.disk_end
+                self.log.disk_end = size  # the new keys are read through the map
+                end = replay(&self.index, self.log.map, 0, start, size, self.path)
+                if end == 0:  # the mapped index file proved damaged
+                    keys_forget(self)
+                    end = replay(&self.index, self.log.map, 0, HEADER_SIZE, size, self.path)
+                self.log.disk_end = end
+            except BaseException:
+                self.release()  # a corrupt log: nothing after it can be trusted
+                raise
+            finally:
+                self.busy = False
+            if end < size:  # a writer died in its turn, in the middle of a record
+                return self.reload(False)
+            return None
+
+    def _publish(self):
+        """``_interface.Store._publish``."""
+        with self.guard:
+            if self.fd < 0:
+                return
+            try:
+                self.flush()
+            except DBMError:
+                self.abandon()
+                raise
+
+    cdef object reload(self, bint reopen):
+        """Find the keys again as opening does, the file reopened first if ``reopen``.
+
+        For a shared writer in its turn: the file was replaced (another
+        writer compacted), its last record is torn (cut here, as at
+        open), or a failed write was cut back. Returns the torn tail cut.
+        """
+        self.busy = True
+        try:
+            self.unmap()
+            if reopen:
+                fd = self.directory.open_data(True)
+                semidbm_close(self.fd)
+                self.fd = fd
+            return self.load(self.buffer_size, False, None)
+        except BaseException:
+            self.release()
+            raise
+        finally:
+            self.busy = False
+
+    cdef int abandon(self) except -1:
+        """A shared writer's flush failed: cut off what of it reached the file, forget the buffer.
+
+        Under the turn the file past ``disk_end`` is this writer's alone;
+        the keys are then found again from the file, so that none points
+        into the records dropped. If the cut fails, the store is closed.
+        """
+        cdef int failure = semidbm_truncate(self.fd, self.log.disk_end)
+        if failure:
+            self.release()
+            self.raise_os_error(failure, _messages.WRITE_CLOSED % self.path)
+        self.buffer_used = 0
+        self.unsettled = False
+        self.reload(False)  # which forgets the pending updates with every key
+        return 0
+
     def _commit_batch(self, changes):
         """``_interface.Store._commit_batch``, in C (``batch_commit.pxi``)."""
         with self.guard:

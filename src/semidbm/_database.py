@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from abc import abstractmethod
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar, overload
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, TypeVar, overload
 
 from . import _messages
 from ._batch import Batch
@@ -527,7 +528,36 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             raise DBMError(_messages.READ_ONLY % ("write", self.path))
         if self.format_version[0] < BATCH_FORMAT:
             raise DBMError(_messages.NO_BATCHES % ((self.path,) + tuple(self.format_version)))
-        return Batch(self)
+        return self._batch_type(self)
+
+    #: The batch :meth:`batch` makes (a shared writer's takes its turn for the whole block).
+    _batch_type: ClassVar[type[Batch]] = Batch
+
+    def locked(self) -> AbstractContextManager[Self]:
+        """Hold the write lock of a shared writer over a block of reads and writes.
+
+        A shared writer (flags ``'wm'`` and ``'cm'``) takes the write lock
+        for each operation; inside ``with db.locked():`` it takes it once
+        for the whole block, having first caught up with every other
+        writer, so the block's reads are current and no other writer
+        changes the database before the block ends: a read-modify-write
+        across processes. The block's writes reach the file when it
+        ends (other threads of this process wait for it too). Keep it
+        short: every other writer waits. :meth:`batch` does the same, and
+        in format 2 its writes also reach readers all at once.
+
+        Raises:
+            semidbm.error: the database is not a shared writer (an
+                exclusive writer has no other writer to hold out), or it
+                is closed.
+
+        >>> with semidbm.open("counter.db", "cm") as db:
+        ...     with db.locked():
+        ...         db["hits"] = str(int(db.get("hits", b"0")) + 1)
+        ...     db["hits"]
+        b'1'
+        """
+        raise DBMError(_messages.NOT_SHARED % self.path)
 
     def reorganize(self) -> None:
         """Compact the database: ``dbm.gnu``'s name for :meth:`compact`."""

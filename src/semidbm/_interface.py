@@ -282,6 +282,31 @@ class Store(Protocol):
         nothing.
         """
 
+    def _follow(self) -> Optional[Tuple[int, int]]:
+        """A shared writer, at the start of its turn: bring in what other writers appended since.
+
+        The API layer's turn (``_shared``) holds ``lock.write``, so no
+        other writer appends, cuts or compacts meanwhile, and the buffer
+        is empty (every turn ends with ``_publish``). Records appended
+        since are added, as a reader's ``refresh`` adds them; a data file
+        replaced by another writer's compaction is opened and its keys
+        found as at open. An incomplete last record can only be a torn
+        tail left by a writer that died in its turn: it is cut off as at
+        open, and returned as ``(offset, length)`` for the API layer's
+        warning; otherwise None. A corrupt record, or a file cut shorter
+        than what this store indexed, raises and closes the store.
+        """
+
+    def _publish(self) -> None:
+        """A shared writer, at the end of its turn: write the buffer to the file (no fsync).
+
+        If the write fails, what of it reached the file is cut off, the
+        buffered records are dropped and the keys found again from the
+        file (the turn makes the file's end this writer's alone), and the
+        error propagates: the turn's changes that were still buffered are
+        not kept. If the cut fails, the store is closed.
+        """
+
     def close(self) -> None:
         """Flush and fsync buffered records (if writable) and release the file and directory.
 

@@ -28,6 +28,16 @@ CLOSED = "semidbm database %s is closed"
 CLOSED_DURING_ITERATION = "semidbm database %s was closed during iteration"
 #: A write to a store opened read-only (the action, then the path).
 READ_ONLY = "cannot %s: semidbm database %s is open read-only"
+#: A flag ``open`` does not know (the flag's repr).
+BAD_FLAG = (
+    "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
+    "database with other processes, not %r"
+)
+#: ``locked()`` on a database that is not a shared writer (path).
+NOT_SHARED = (
+    "semidbm database %s is not a shared writer: only a database opened "
+    "with flag 'wm' or 'cm' has a write lock to hold"
+)
 #: A write in a forked child to its parent's writer (action, path, parent's pid).
 FORKED = (
     "cannot %s: semidbm database %s belongs to process %d; a forked "

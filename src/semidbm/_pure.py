@@ -167,18 +167,28 @@ class Store:
         self._torn_tail = None
         fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
-            self._index, self._disk_end, size, self._version = load_index(fd, self.path)
-            if self._disk_end < size and not (writer_active is not None and writer_active()):
-                self._torn_tail = _tail.settle_tail(
-                    fd, directory, self._disk_end, size, writable, buffer_size, recover,
-                    self._batches,
-                )
-            if writable:
-                _index_file.remove_refused(directory, fd, self._disk_end)
+            self._torn_tail = self._load(fd, recover, writer_active)
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
+
+    def _load(self, fd, recover, writer_active):
+        """Replay the log of ``fd`` into a new index and settle a torn tail; return that tail.
+
+        ``writer_active`` as ``__init__`` takes it (None: no other writer
+        is at work).
+        """
+        self._index, self._disk_end, size, self._version = load_index(fd, self.path)
+        torn_tail = None
+        if self._disk_end < size and not (writer_active is not None and writer_active()):
+            torn_tail = _tail.settle_tail(
+                fd, self._directory, self._disk_end, size, self.writable, self._buffer_size,
+                recover, self._batches,
+            )
+        if self.writable:
+            _index_file.remove_refused(self._directory, fd, self._disk_end)
+        return torn_tail
 
     @property
     def closed(self):
@@ -666,6 +676,69 @@ class Store:
             except BaseException:
                 self._release()  # a corrupt or cut log: nothing after it can be trusted
                 raise
+
+    def _follow(self):
+        """``_interface.Store._follow``: new records are read with ``pread``, as by ``refresh``."""
+        with self._guard:
+            self._check_writable("write")
+            replaced, size = _files.reader_position(self._directory, self._fd)
+            if replaced:
+                return self._reload(self._directory.open_data(True))
+            if size == self._disk_end:
+                return None
+            self._busy = _messages.INTERRUPTED
+            try:
+                self._refresh()  # which checks that the file did not shrink
+            finally:
+                self._busy = None
+            if self._disk_end < size:  # a writer died in its turn, in the middle of a record
+                return self._reload(self._fd)
+            return None
+
+    def _publish(self):
+        """``_interface.Store._publish``."""
+        with self._guard:
+            if self._fd < 0:
+                return
+            try:
+                self._flush()
+            except DBMError:
+                self._abandon()
+                raise
+
+    def _reload(self, fd):
+        """Replay the log of ``fd`` (this store's file, or the one that replaced it) as at open.
+
+        For a shared writer in its turn: the file was replaced (another
+        writer compacted), its last record is torn (cut here, as at
+        open), or a failed write was cut back. Returns the torn tail cut.
+        """
+        self._busy = _messages.INTERRUPTED
+        try:
+            if fd != self._fd:
+                os.close(self._fd)
+                self._fd = fd
+            return self._load(fd, False, None)
+        except BaseException:
+            self._release()
+            raise
+        finally:
+            self._busy = None
+
+    def _abandon(self):
+        """A shared writer's flush failed: cut off what of it reached the file, forget the buffer.
+
+        Under the turn the file past ``_disk_end`` is this writer's alone;
+        the index is then rebuilt from the file, so that no key points into
+        the records dropped. If the cut fails, the store is closed.
+        """
+        try:
+            os.ftruncate(self._fd, self._disk_end)
+        except OSError as exc:
+            self._release()
+            raise _files.os_error(exc, _messages.WRITE_CLOSED % self.path) from None
+        self._buffer, self._unsettled = bytearray(), False
+        self._reload(self._fd)
 
     def _sorted_lines(self, form, progress=None):
         """``_interface.Store._sorted_lines``: ``sorted`` over the index, lines made in Python."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal
 from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
+from ._shared import SHARED_FLAGS, shared_class
 from .errors import DBMError, TornTailWarning
 from .format import (
     COMPACT_NAME,
@@ -36,6 +37,7 @@ from .format import (
     INDEX_TEMP_NAME,
     LOCK_NAME,
     MAGIC,
+    WRITE_LOCK_NAME,
     check_format,
     check_header,
 )
@@ -51,8 +53,11 @@ if TYPE_CHECKING:
 implementation: Literal["cython", "python"]
 implementation, _default_kernel = _kernel.choose()
 
-_FLAGS = ("r", "w", "c", "n")
+_FLAGS = ("r", "w", "c", "n") + SHARED_FLAGS
+#: How long, in seconds, a shared writer waits for its turn by default.
+DEFAULT_LOCK_TIMEOUT = 10.0
 _classes: dict[ModuleType, type[Database]] = {}
+_shared_classes: dict[ModuleType, type[Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -125,6 +130,17 @@ def database_class(kernel: ModuleType) -> type[Database]:
     return SemiDBM
 
 
+def _class_for(kernel, flag):
+    """The db class of ``kernel`` for ``flag``: a shared writer's, or that of every other flag."""
+    if flag not in SHARED_FLAGS:
+        return database_class(kernel)
+    try:
+        return _shared_classes[kernel]
+    except KeyError:
+        shared = _shared_classes[kernel] = shared_class(database_class(kernel), _warn_of_torn_tail)
+        return shared
+
+
 def open(
     filename: StrOrBytesPath,
     flag: Flag = "r",
@@ -134,6 +150,7 @@ def open(
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
     format: Literal[1, 2] | None = None,
+    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
 ) -> Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
@@ -147,7 +164,11 @@ def open(
             existing semidbm database at the path is emptied, and an
             empty file or directory there is replaced; anything else at
             the path is an error and left untouched. ``'r'`` and ``'w'``
-            create nothing.
+            create nothing. ``'wm'`` and ``'cm'`` open a *shared
+            writer*, as ``'w'`` and ``'c'`` do, except that any number of
+            processes may hold the database so at once: each operation
+            takes a lock for its turn (see ``lock_timeout``, and
+            :doc:`/sharing`).
         mode: the data file's permissions, less the umask; the directory
             gets the same plus the search bit wherever a read bit is set
             (``0o640`` gives a ``0o750`` directory).
@@ -171,6 +192,12 @@ def open(
             0.5.1 refuses to open it). Given for an existing database,
             it must be that database's (:attr:`Database.format_version`);
             :meth:`Database.compact` converts one.
+        lock_timeout: for a shared writer, the seconds an operation waits
+            for its turn before it raises :class:`semidbm.error`
+            (``errno.ETIMEDOUT``, naming the process that holds it); the
+            wait goes on while that process compacts. None waits for as
+            long as it takes. The default is 10 seconds; other flags
+            take no turns.
 
     Returns:
         Database: the open database; close it, or use it in a ``with`` block.
@@ -204,6 +231,7 @@ def open(
         buffer_size=buffer_size,
         recover=recover,
         format=format,
+        lock_timeout=lock_timeout,
     )
 
 
@@ -217,6 +245,7 @@ def open_with(
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     recover: bool = False,
     format: Literal[1, 2] | None = None,
+    lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
 ) -> Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
 
@@ -225,7 +254,11 @@ def open_with(
     Every argument is checked before the disk is touched.
     """
     if flag not in _FLAGS:
-        raise ValueError("flag must be 'r', 'w', 'c' or 'n', not %r" % (flag,))
+        raise ValueError(_messages.BAD_FLAG % (flag,))
+    shared = flag in SHARED_FLAGS
+    if shared and os.name == "nt":
+        raise ValueError("shared writers ('wm', 'cm') need POSIX file locks (flock)")
+    lock_timeout = _check_timeout(lock_timeout)
     mode = operator.index(mode)
     buffer_size = operator.index(buffer_size)
     if not 0 <= buffer_size <= MAX_BUFFER_SIZE:
@@ -234,13 +267,13 @@ def open_with(
         )
     major = DEFAULT_FORMAT if format is None else check_format(format)
     path = os.fsdecode(os.fspath(filename))
-    directory, lock, created = _prepare(path, flag, mode, major)
+    directory, lock, created = _prepare(path, flag, mode, major, lock_timeout)
     writable = flag != "r"
     try:
         if format is not None:
             _check_format(directory, format)
         # The constructor and the private slots are not in the public type (Database).
-        database = database_class(kernel)(  # type: ignore[call-arg]
+        database = _class_for(kernel, flag)(  # type: ignore[call-arg]
             directory,
             writable,
             buffer_size,
@@ -251,12 +284,16 @@ def open_with(
     except BaseException as exc:
         directory.close()
         if lock is not None:
+            if shared:
+                lock.leave()
             lock.release()
         if created:
             _remove_new_database(path)
         # A writer that could not cut the torn tail it found: say what it found.
         _warn_of_torn_tail(directory.data_path, getattr(exc, "torn_tail", None))
         raise
+    if shared:
+        lock.leave()  # the turn in which it was opened: nothing is buffered yet
     database._lock = lock  # type: ignore[attr-defined]
     database._cursor = None  # type: ignore[attr-defined]
     try:
@@ -267,6 +304,18 @@ def open_with(
     if writable:
         _open_writers[id(database)] = database
     return database
+
+
+def _check_timeout(timeout):
+    """``lock_timeout`` as a float of seconds, or None; TypeError or ValueError if it is neither."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError("lock_timeout must be a number of seconds or None, not %s"
+                        % type(timeout).__name__)
+    if not timeout >= 0:  # NaN too
+        raise ValueError("lock_timeout must be 0 or more seconds, not %r" % (timeout,))
+    return float(timeout)
 
 
 def _warn_of_torn_tail(data_path, torn_tail):
@@ -292,60 +341,110 @@ def data_file(filename: StrOrBytesPath) -> str:
     ``verify``): the same checks as opening it read-only, and nothing is
     changed. Raises :class:`semidbm.error` if there is no such database.
     """
-    directory, _, _ = _prepare(os.fsdecode(os.fspath(filename)), "r", 0, DEFAULT_FORMAT)
+    directory, _, _ = _prepare(os.fsdecode(os.fspath(filename)), "r", 0, DEFAULT_FORMAT, None)
     directory.close()
     return directory.data_path
 
 
-def _prepare(path, flag, mode, major):
+def _prepare(path, flag, mode, major, timeout):
     """Check or create the database directory as ``flag`` asks (a new one of format ``major``).
 
     Returns the directory (a ``_files.Directory``, open), for a writer its
     lock, taken before anything in the directory is changed, and whether
-    this call created the database. The operating system's errors come as
+    this call created the database (and may remove it if opening fails
+    later). A shared writer's lock (``timeout``: its ``lock_timeout``) is
+    returned in a turn, which the caller ends once the store is open: the
+    checks, the tidying and the store's first reading of the log happen
+    while no other writer writes. The operating system's errors come as
     DBMError.
     """
     try:
-        return _prepare_or_fail(path, flag, mode, major)
+        return _prepare_or_fail(path, flag, mode, major, timeout)
     except DBMError:
         raise
     except OSError as exc:
         raise _files.os_error(exc, "cannot open semidbm database") from None
 
 
-def _prepare_or_fail(path, flag, mode, major):
+def _prepare_or_fail(path, flag, mode, major, timeout):
     """``_prepare``, with the operating system's errors as they come."""
+    shared = flag in SHARED_FLAGS
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        if flag in "rw":
+        if flag[0] in "rw":
             raise DBMError(errno.ENOENT, "no semidbm database", path) from None
-        return _create_database(path, mode, major) + (True,)
-    if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag in "cn":
+        try:
+            return _create_database(path, mode, major, shared, timeout)
+        except FileExistsError:
+            if not shared:
+                raise
+            # Another shared writer made the directory meanwhile: join it.
+            info = os.stat(path)
+    if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag[0] in "cn":
         os.remove(path)
-        return _create_database(path, mode, major) + (True,)
+        return _create_database(path, mode, major, shared, timeout)
     if not stat.S_ISDIR(info.st_mode):
         raise DBMError("not a semidbm database (not a directory): %r" % path)
     directory = _files.Directory(path)
     try:
-        return _check_database(directory, flag, mode, major) + (False,)
+        return _check_database(directory, flag, mode, major, timeout) + (False,)
     except BaseException:
         directory.close()
         raise
 
 
-def _check_database(directory, flag, mode, major):
+def _check_database(directory, flag, mode, major, timeout):
     """``_prepare`` for an existing directory: check it, lock it for a writer, tidy it.
 
-    Returns the directory and the lock (None for a reader).
+    Returns the directory and the lock (None for a reader). A shared
+    writer checks the directory again in its turn: another may have
+    created the data file, or compacted, since the first look.
+    """
+    _check_directory(directory, flag)
+    if flag == "r":
+        return directory, None
+    if flag in SHARED_FLAGS:
+        lock = _lock.SharedLock(directory.path, mode, timeout)
+        try:
+            lock.enter()
+        except BaseException:
+            lock.release()
+            raise
+    else:
+        lock = _lock.WriterLock(directory.path, mode)
+    try:
+        if flag in SHARED_FLAGS:
+            _check_directory(directory, flag)
+        _remove_leftovers(directory)
+        if not directory.exists(DATA_NAME) or flag == "n":
+            # 'n': no index file outlives the log it describes (docs/FORMAT.md, "Writing an
+            # index file").
+            _index_file.remove(directory)
+            _create_data_file(directory, mode, major)
+    except BaseException:
+        if flag in SHARED_FLAGS:
+            lock.leave()
+        lock.release()
+        raise
+    return directory, lock
+
+
+def _check_directory(directory, flag):
+    """Raise DBMError unless ``directory`` holds a database that ``flag`` may open.
+
+    A directory with no data file may be a creation cut short (``'c'``
+    and ``'n'`` then make the data file).
     """
     try:
         data_info = directory.stat(DATA_NAME)
     except FileNotFoundError:
         data_info = None
     if data_info is None:
-        # A lock and a data.compact are what a creation killed before its rename leaves.
-        if flag in "rw" or not set(directory.listdir()) <= {LOCK_NAME, COMPACT_NAME}:
+        # The locks and a data.compact are what a creation killed before its rename leaves.
+        if flag[0] in "rw" or not set(directory.listdir()) <= {
+            LOCK_NAME, WRITE_LOCK_NAME, COMPACT_NAME,
+        }:
             raise DBMError("not a semidbm database (no data file): %r" % directory.path)
     elif not stat.S_ISREG(data_info.st_mode):
         raise DBMError("not a semidbm database (data is not a file): %r" % directory.data_path)
@@ -354,20 +453,6 @@ def _check_database(directory, flag, mode, major):
             "not a semidbm database (its data file has no semidbm header), "
             "refusing to replace it: %r" % directory.data_path
         )
-    if flag == "r":
-        return directory, None
-    lock = _lock.WriterLock(directory.path, mode)
-    try:
-        _remove_leftovers(directory)
-        if data_info is None or flag == "n":
-            # 'n': no index file outlives the log it describes (docs/FORMAT.md, "Writing an
-            # index file").
-            _index_file.remove(directory)
-            _create_data_file(directory, mode, major)
-    except BaseException:
-        lock.release()
-        raise
-    return directory, lock
 
 
 def _starts_like_semidbm(directory):
@@ -413,31 +498,42 @@ def _remove_leftovers(directory):
         os.rmdir(old_directory)
 
 
-def _create_database(path, mode, major):
+def _create_database(path, mode, major, shared, timeout):
     """Make the directory for a new database, lock it and write its data file.
 
-    Returns the directory and the lock. The parent directory is flushed
+    Returns what ``_prepare`` does. The parent directory is flushed
     last: the fsyncs of the data file and of the new directory have by
     then committed its new entry on most filesystems, so this one is
     cheap (one journal commit fewer than flushing it first), and no state
     a crash can leave in between is new (``_prepare`` handles each). If
-    any step fails, what was made is removed.
+    any step fails, what was made is removed, except by a shared writer
+    (``shared``): others may have joined the new database at once, so it
+    is left as a creation cut short, which the next opening completes;
+    and another may write the data file first, in its turn.
     """
     os.mkdir(path, mode | ((mode & 0o444) >> 2))
     directory = lock = None
     try:
         directory = _files.Directory(path)
-        lock = _lock.WriterLock(path, mode)
-        _create_data_file(directory, mode, major)
+        if shared:
+            lock = _lock.SharedLock(path, mode, timeout)
+            lock.enter()
+        else:
+            lock = _lock.WriterLock(path, mode)
+        if not (shared and directory.exists(DATA_NAME)):
+            _create_data_file(directory, mode, major)
         _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
     except BaseException:
         if lock is not None:
+            if shared:
+                lock.leave()
             lock.release()
         if directory is not None:
             directory.close()
-        _remove_new_database(path)
+        if not shared:
+            _remove_new_database(path)
         raise
-    return directory, lock
+    return directory, lock, not shared
 
 
 def _remove_new_database(path):
@@ -447,7 +543,7 @@ def _remove_new_database(path):
     directory only if that leaves it empty; nothing else is ever deleted.
     Errors are ignored: the failure being reported matters more.
     """
-    for name in (DATA_NAME, COMPACT_NAME, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME):
+    for name in (DATA_NAME, COMPACT_NAME, INDEX_NAME, INDEX_TEMP_NAME, LOCK_NAME, WRITE_LOCK_NAME):
         try:
             os.remove(os.path.join(path, name))
         except OSError:

@@ -52,6 +52,8 @@ DATA_NAME = "data"
 COMPACT_NAME = "data.compact"
 #: The file a writer holds its operating-system lock on (never replaced).
 LOCK_NAME = "lock"
+#: The file shared writers take turns on, one operation at a time (never replaced).
+WRITE_LOCK_NAME = "lock.write"
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
 #: The index file: a cache of the compiled kernel's table for a first part of the log.

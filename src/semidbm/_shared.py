@@ -1,0 +1,149 @@
+"""Shared writers: several processes writing one database, each operation in its turn.
+
+A database opened with the flag ``'wm'`` or ``'cm'`` is a shared writer
+(docs/sharing.md). Its class is its kernel's db class with every
+operation that writes wrapped in a turn of its ``_lock.SharedLock``: the
+turn begins by taking ``lock.write`` and catching up with what the other
+writers appended (``Store._follow``), and ends by writing what it
+buffered to the file (``Store._publish``) before unlocking, so that no
+buffered write outlives its turn. Reads take no turn: they answer from
+the state of the last turn or :meth:`~semidbm.Database.refresh`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import _messages
+from ._batch import Batch
+from .errors import DBMError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ._database import Database
+
+#: The flags of a shared writer: an existing database, or one created if missing.
+SHARED_FLAGS = ("wm", "cm")
+
+#: What a shared writer does in a turn: the operations that write, and
+#: those that must see every writer's latest state (``refresh``), or act
+#: on it at once (the read-then-write mixins of ``MutableMapping``).
+_IN_TURN = (
+    "__setitem__",
+    "__delitem__",
+    "update",
+    "delete_many",
+    "_commit_batch",
+    "sync",
+    "compact",
+    "refresh",
+    "pop",
+    "popitem",
+    "setdefault",
+    "clear",
+)
+
+
+def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` run in a turn of the database's shared lock.
+
+    Without the lock (closed, or in a forked child) it runs as it is,
+    and raises what the kernel raises for such a database.
+    """
+
+    @functools.wraps(method)
+    def in_turn(self: Any, *args: Any, **kwds: Any) -> Any:
+        lock = self._lock
+        if lock is None or not lock.enter(self._follow_and_warn):
+            return method(self, *args, **kwds)
+        try:
+            return method(self, *args, **kwds)
+        finally:
+            lock.leave(self._publish)
+
+    return in_turn
+
+
+class TurnBatch(Batch):
+    """A shared writer's batch: one turn from ``__enter__`` to ``__exit__``.
+
+    Reading the database inside the ``with`` block shows every writer's
+    latest state (the turn began by catching up), and no other writer
+    changes it before the batch commits: a read-modify-write across
+    processes.
+    """
+
+    __slots__ = ("_turn",)
+
+    def __init__(self, database: Any) -> None:
+        super().__init__(database)
+        self._turn = False
+
+    def __enter__(self) -> TurnBatch:
+        super().__enter__()
+        database = self._database
+        lock = database._lock  # type: ignore[attr-defined]
+        if not self._turn and lock is not None:
+            self._turn = lock.enter(database._follow_and_warn)  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        """Commit (unless the block raised), then end the turn."""
+        try:
+            super().__exit__(*exc_info)
+        finally:
+            if self._turn:
+                self._turn = False
+                database = self._database
+                database._lock.leave(database._publish)  # type: ignore[attr-defined]
+
+
+def shared_class(
+    base: type[Database], warn_of_torn_tail: Callable[[str, Any], None]
+) -> type[Database]:
+    """The shared writer's class on ``base``, a kernel's db class (``db.database_class``).
+
+    ``warn_of_torn_tail(path, torn_tail)`` warns of a torn tail that a
+    turn cut (left by a writer that died in its turn).
+    """
+    members: dict[str, Any] = {name: _in_turn(getattr(base, name)) for name in _IN_TURN}
+
+    def _follow_and_warn(self: Any) -> None:
+        """Catch up at the start of a turn (``Store._follow``); warn of a torn tail it cut."""
+        warn_of_torn_tail(self.path, self._follow())
+
+    def close(self: Any, compact: bool = False) -> None:
+        """:meth:`semidbm.Database.close`, in a turn: the last write-out may append a checkpoint."""
+        lock = self._lock
+        if lock is None or self.closed or not lock.enter(self._follow_and_warn):
+            base.close(self, compact)  # type: ignore[call-arg]
+            return
+        try:
+            base.close(self, compact)  # type: ignore[call-arg]
+        finally:
+            lock.leave()
+
+    @contextlib.contextmanager
+    def locked(self: Any) -> Iterator[Any]:
+        """:meth:`semidbm.Database.locked`: one turn for the whole block."""
+        lock = self._lock
+        if lock is None or not lock.enter(self._follow_and_warn):
+            raise DBMError(_messages.CLOSED % self.path)
+        try:
+            yield self
+        finally:
+            lock.leave(self._publish)
+
+    members.update(
+        __slots__=(),
+        __doc__=base.__doc__,
+        __module__=base.__module__,
+        _follow_and_warn=_follow_and_warn,
+        close=close,
+        locked=locked,
+        _batch_type=TurnBatch,
+    )
+    return type(base.__name__, (base,), members)

@@ -1,0 +1,345 @@
+"""Shared writers (flags 'wm' and 'cm'): turns, catching up, refusals, waits and failures.
+
+Two handles in one process are two writers to the operating system
+(each has its own open files, so their locks exclude each other): most
+interleavings run so, step by step. What needs processes (a counter
+incremented from four of them, a holder killed or stopped inside its
+turn, fork) runs real ones (``subprocess``, ``multiprocessing``).
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import pytest
+
+import semidbm
+from semidbm import _lock, db
+from semidbm.format import WRITE_LOCK_NAME
+
+from .conftest import kernel_name
+from .support.child import PRELUDE, environment
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="shared writers need flock")
+pytestmark = posix_only
+
+
+def contents(kernel, path):
+    """The database at ``path`` as a dict, read by a new reader on ``kernel``."""
+    with db.open_with(kernel, path) as reader:
+        return dict(reader.items())
+
+
+# --- flags and options ---
+
+
+@pytest.mark.parametrize("flag", ["nm", "rm", "mw", "m", "wmm", "cw"])
+def test_unknown_shared_flags_are_refused_before_the_disk_is_touched(dbopen, dbpath, flag):
+    with pytest.raises(ValueError, match="'wm' or 'cm'"):
+        dbopen(dbpath, flag)
+    assert not os.path.exists(dbpath)
+
+
+def test_wm_needs_an_existing_database_and_cm_creates_one(dbopen, dbpath):
+    with pytest.raises(semidbm.error) as raised:
+        dbopen(dbpath, "wm")
+    assert raised.value.errno == errno.ENOENT
+    with dbopen(dbpath, "cm") as database:
+        database[b"k"] = b"v"
+    assert sorted(os.listdir(dbpath)) == ["data", "lock", WRITE_LOCK_NAME]
+    with dbopen(dbpath, "wm") as database:
+        assert database[b"k"] == b"v"
+
+
+@pytest.mark.parametrize(
+    "timeout, error",
+    [("1", TypeError), (True, TypeError), (-1, ValueError), (float("nan"), ValueError)],
+)
+def test_bad_lock_timeouts_are_refused(dbopen, dbpath, timeout, error):
+    with pytest.raises(error, match="lock_timeout"):
+        dbopen(dbpath, "cm", lock_timeout=timeout)
+    assert not os.path.exists(dbpath)
+
+
+def test_exclusive_and_shared_writers_refuse_each_other_by_name(dbopen, dbpath):
+    with dbopen(dbpath, "c"):
+        with pytest.raises(semidbm.error, match=r"another writer \(process %d\)" % os.getpid()):
+            dbopen(dbpath, "cm")
+    with dbopen(dbpath, "cm"), dbopen(dbpath, "wm"):
+        with pytest.raises(semidbm.error, match="open by shared writers") as raised:
+            dbopen(dbpath, "w")
+        assert raised.value.errno == errno.EAGAIN
+    dbopen(dbpath, "w").close()  # both gone: the exclusive writer gets in
+
+
+def test_a_readers_probe_sees_a_shared_writer(dbopen, dbpath):
+    dbopen(dbpath, "c").close()
+    assert not _lock.writer_active(dbpath)
+    with dbopen(dbpath, "cm"):
+        assert _lock.writer_active(dbpath)
+    assert not _lock.writer_active(dbpath)
+
+
+def test_locked_is_for_shared_writers_only(database):
+    with pytest.raises(semidbm.error, match="not a shared writer"):
+        with database.locked():
+            pass
+
+
+# --- turns: what each writer sees ---
+
+
+def test_each_operation_catches_up_and_reads_answer_from_the_last_turn(dbopen, dbpath):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        first[b"a"] = b"1"
+        assert b"a" not in second  # reads take no turn
+        second.refresh()
+        assert second[b"a"] == b"1"
+        del second[b"a"]
+        assert first[b"a"] == b"1"  # until its next turn
+        with pytest.raises(KeyError):
+            del first[b"a"]  # the turn caught up first: nothing is written
+        assert b"a" not in first
+        second[b"b"] = b"2"
+        first[b"c"] = b"3"  # in its turn, after second's record
+        assert first[b"b"] == b"2"
+        assert first.pop(b"b") == b"2"
+        assert first.setdefault(b"d", b"4") == b"4"
+        second.update({b"e": b"5"}, f=b"6")
+        second.delete_many([b"c"])
+        first.refresh()
+        assert dict(first.items()) == {b"d": b"4", b"e": b"5", b"f": b"6"}
+        assert dict(second.items()) == {b"d": b"4", b"e": b"5", b"f": b"6"}
+
+
+def test_a_reader_sees_each_turn_once_it_returns(dbopen, dbpath):
+    with dbopen(dbpath, "cm") as writer, dbopen(dbpath) as reader:
+        writer[b"k"] = b"v"  # no sync: the turn wrote it to the file
+        reader.refresh()
+        assert reader[b"k"] == b"v"
+
+
+def test_a_compaction_by_one_writer_loses_and_revives_nothing_for_another(kernel, dbopen, dbpath):
+    model = {}
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        for number in range(200):
+            writer = first if number % 2 else second
+            key = b"k%d" % (number % 50)
+            writer[key] = model[key] = b"v%d" % number
+        for number in range(0, 50, 3):
+            del second[b"k%d" % number]
+            del model[b"k%d" % number]
+        first.compact()
+        second[b"after"] = model[b"after"] = b"1"  # its file was replaced: it follows
+        with pytest.raises(KeyError):
+            del second[b"k0"]  # deleted before the compaction: stays deleted
+        first.compact()
+        first.sync()
+        second.sync()
+        assert dict(second.items()) == model
+    for reader_kernel in (semidbm._pure, kernel):
+        assert contents(reader_kernel, dbpath) == model
+
+
+def test_batches_hold_one_turn_and_commit_once(dbopen, dbpath):
+    first = dbopen(dbpath, "cm", format=2, lock_timeout=0.05)
+    with first, dbopen(dbpath, "wm") as second:
+        first[b"n"] = b"1"
+        with second.batch() as batch:
+            # The turn began by catching up: the read is current.
+            batch[b"n"] = b"%d" % (int(second[b"n"]) + 1)
+            batch[b"m"] = b"x"
+            with pytest.raises(semidbm.error) as raised:
+                first[b"z"] = b"1"
+            assert raised.value.errno == errno.ETIMEDOUT
+        first.refresh()
+        assert first[b"n"] == b"2" and first[b"m"] == b"x"
+        with pytest.raises(ZeroDivisionError):
+            with second.batch() as batch:
+                batch[b"n"] = b"lost"
+                raise ZeroDivisionError
+        first[b"after"] = b"1"  # the failed batch ended its turn
+        assert first[b"n"] == b"2"
+
+
+def test_lock_timeout_names_the_holder(dbopen, dbpath):
+    with dbopen(dbpath, "cm") as holder, dbopen(dbpath, "wm", lock_timeout=0.05) as waiter:
+        with holder.locked():
+            holder[b"a"] = b"1"
+            with pytest.raises(semidbm.error, match="process %d" % os.getpid()) as raised:
+                waiter[b"b"] = b"2"
+            assert raised.value.errno == errno.ETIMEDOUT
+        waiter[b"b"] = b"2"
+        assert waiter[b"a"] == b"1"
+
+
+def test_threads_take_turns_inside_one_process(dbopen, dbpath):
+    database = dbopen(dbpath, "cm")
+    database[b"n"] = b"0"
+
+    def increment():
+        for _ in range(500):
+            with database.locked():
+                database[b"n"] = b"%d" % (int(database[b"n"]) + 1)
+
+    threads = [threading.Thread(target=increment) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert database[b"n"] == b"2000"
+    database.close()
+
+
+# --- processes ---
+
+#: Increments the counter b"n" argv[3] times, in batches (format 2) or locked() blocks.
+COUNTER = """
+import semidbm
+how, times = sys.argv[3], int(sys.argv[4])
+with semidbm.open(path, "wm") as db:
+    for _ in range(times):
+        if how == "batch":
+            with db.batch() as batch:
+                batch[b"n"] = b"%d" % (int(db[b"n"]) + 1)
+        else:
+            with db.locked():
+                db[b"n"] = b"%d" % (int(db[b"n"]) + 1)
+"""
+
+
+def start(kernel, script, *args):
+    """A child interpreter on ``kernel`` running ``script`` (after child.PRELUDE) with ``args``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(script), kernel_name(kernel)]
+        + [str(arg) for arg in args],
+        env=environment(kernel),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("how", ["batch", "locked"])
+def test_four_processes_increment_one_counter_exactly(kernel, dbopen, dbpath, how):
+    times = 10_000 if kernel_name(kernel) == "cython" and how == "batch" else 2_500
+    with dbopen(dbpath, "cm", format=2 if how == "batch" else 1) as database:
+        database[b"n"] = b"0"
+    children = [start(kernel, COUNTER, dbpath, how, times) for _ in range(4)]
+    for child in children:
+        _, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr
+    assert contents(kernel, dbpath)[b"n"] == b"%d" % (4 * times)
+
+
+#: Takes a turn, says "held <pid>", and keeps it until its standard input closes.
+HOLDER = """
+import semidbm
+with semidbm.open(path, "wm") as db:
+    with db.locked():
+        db[b"holder"] = b"1"
+        print("held", os.getpid(), flush=True)
+        sys.stdin.read()
+"""
+
+
+def test_a_stopped_holder_makes_others_wait_and_a_killed_one_does_not(kernel, dbopen, dbpath):
+    # Opening takes a turn too: the waiter opens before the holder takes its turn.
+    waiter = dbopen(dbpath, "cm", lock_timeout=0.2)
+    child = start(kernel, HOLDER, dbpath)
+    assert child.stdout.readline().split() == ["held", str(child.pid)]
+    os.kill(child.pid, signal.SIGSTOP)
+    with pytest.raises(semidbm.error, match="process %d" % child.pid) as raised:
+        waiter[b"k"] = b"1"
+    assert raised.value.errno == errno.ETIMEDOUT
+    os.kill(child.pid, signal.SIGCONT)
+    child.stdin.close()  # the holder ends its turn and closes
+    assert child.wait(timeout=60) == 0
+    waiter[b"k"] = b"1"
+    assert waiter[b"holder"] == b"1"
+    second = start(kernel, HOLDER.replace('b"holder"', 'b"lost"'), dbpath)
+    assert second.stdout.readline().startswith("held")
+    second.kill()
+    second.wait()
+    waiter[b"after"] = b"1"  # the killed holder's lock went with it
+    # Its turn's write was still in its buffer: lost, as it never returned.
+    assert dict(waiter.items()) == {b"holder": b"1", b"k": b"1", b"after": b"1"}
+    waiter.close()
+
+
+#: Takes a turn, appends the first half of a record to the data file and dies inside the turn.
+TORN = """
+import semidbm
+from semidbm import format
+with semidbm.open(path, "wm") as db:
+    with db.locked():
+        fd = os.open(os.path.join(path, "data"), os.O_WRONLY | os.O_APPEND)
+        os.write(fd, (5).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"hal")
+        os.kill(os.getpid(), 9)
+"""
+
+
+def test_the_next_turn_cuts_the_torn_tail_of_a_holder_that_died_in_its_turn(
+    kernel, dbopen, dbpath
+):
+    with dbopen(dbpath, "cm") as writer:
+        writer[b"kept"] = b"1"
+        size = os.path.getsize(os.path.join(dbpath, "data"))
+        child = start(kernel, TORN, dbpath)
+        child.communicate(timeout=60)
+        assert child.returncode == -signal.SIGKILL
+        assert os.path.getsize(os.path.join(dbpath, "data")) == size + 11
+        with pytest.warns(semidbm.TornTailWarning, match="11 bytes"):
+            writer[b"next"] = b"2"
+    assert contents(kernel, dbpath) == {b"kept": b"1", b"next": b"2"}
+    assert os.path.exists(os.path.join(dbpath, "data.torn-%d" % size))
+
+
+def test_a_forked_child_may_read_a_shared_writer_but_not_write(dbopen, dbpath):
+    with dbopen(dbpath, "cm") as database:
+        database[b"k"] = b"v"
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                ok = database[b"k"] == b"v"
+                try:
+                    database[b"x"] = b"y"
+                except semidbm.error as exc:
+                    ok = ok and "forked child" in str(exc)
+                os.write(writer, b"ok" if ok else b"no")
+            finally:
+                os._exit(0)
+        os.close(writer)
+        assert os.read(reader, 2) == b"ok"
+        os.waitpid(pid, 0)
+        os.close(reader)
+        database[b"parent"] = b"1"  # the child's exit unlocked nothing
+        assert contents(semidbm._pure, dbpath) == {b"k": b"v", b"parent": b"1"}
+
+
+def test_a_failed_write_is_cut_back_and_its_turn_kept_nothing(kernel, small_disk):
+    path = os.path.join(small_disk, "db")
+    with db.open_with(kernel, path, "cm") as first, db.open_with(kernel, path, "wm") as second:
+        first[b"before"] = b"1"
+        size = os.path.getsize(os.path.join(path, "data"))
+        with pytest.raises(semidbm.error) as raised:
+            second.update((b"big%d" % number, bytes(500_000)) for number in range(20))
+        assert raised.value.errno == errno.ENOSPC
+        # What the failed turn had buffered is gone from the file and the index.
+        kept = {key for key in second.keys() if key.startswith(b"big")}
+        record_sizes = sum(12 + len(key) + 500_000 for key in kept)
+        assert os.path.getsize(os.path.join(path, "data")) == size + record_sizes
+        for key in list(kept):
+            del second[key]
+        first[b"after"] = b"2"
+        assert dict(first.items()) == {b"before": b"1", b"after": b"2"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert contents(kernel, path) == {b"before": b"1", b"after": b"2"}
