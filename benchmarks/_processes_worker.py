@@ -444,7 +444,7 @@ def time_alone(semidbm, path, flag, pairs, way):
         for key, value in pairs:
             db[key] = value
     else:
-        for chunk in chunks:
+        for chunk in chunks:  # sliced before the clock starts
             db.update(chunk)
     seconds = perf_counter() - start
     db.close()
@@ -466,7 +466,7 @@ def run_alone(contender, directory, seed, count):
             for mode, flag in (("exclusive", "n"), ("shared", contender.flag)):
                 path = os.path.join(directory, "alone-%s-%s-%d" % (way, mode, number))
                 rounds[mode].append(time_alone(contender.module, path, flag, pairs, way))
-        rates[way] = {mode: statistics.median(rates) for mode, rates in rounds.items()}
+        rates[way] = {mode: statistics.median(found) for mode, found in rounds.items()}
     return rates
 
 
