@@ -118,9 +118,8 @@ def small_disk():
         os.rmdir(place)
 
 
-def kernel_name(kernel):
-    """The implementation name ("python" or "cython") of a kernel module."""
-    return next(name for name, module in _kernel.MODULES.items() if module == kernel.__name__)
+#: The implementation name ("python" or "cython") of a kernel module.
+kernel_name = _kernel.name_of
 
 
 def pytest_addoption(parser):

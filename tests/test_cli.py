@@ -89,6 +89,25 @@ def test_delete_deletes_nothing_if_a_key_is_missing(tool, filled):
         assert b"alpha" in database
 
 
+def test_set_delete_and_import_write_beside_a_shared_writer_with_shared(tool, tmp_path):
+    path = tmp_path / "shared.db"
+    dump = tmp_path / "dump"
+    dump.write_bytes(b"d1 one\nd2 two\n")
+    with semidbm.open(path, "cm") as held:  # held open by another writer all along
+        assert run(tool, "set", "-m", path, "a", "1").returncode == 0
+        assert run(tool, "set", "--shared", path, "b", "2").returncode == 0
+        assert run(tool, "import", "--shared", dump, path).returncode == 0
+        line = one_error_line(run(tool, "set", path, "c", "3"))
+        assert "open by shared writers" in line
+        assert "no key 'x'" in one_error_line(run(tool, "delete", "-m", path, "a", "x"))
+        assert run(tool, "delete", "-m", path, "a", "d2").returncode == 0
+        held.refresh()
+        assert dict(held.items()) == {b"b": b"2", b"d1": b"one"}
+    assert run(tool, "set", "-c", "-m", tmp_path / "new.db", "k", "v").returncode == 0
+    with semidbm.open(tmp_path / "new.db") as database:
+        assert database[b"k"] == b"v"
+
+
 def test_stats(tool, filled):
     with semidbm.open(filled, "w") as database:
         database[b"alpha"] = b"replaced"

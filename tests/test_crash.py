@@ -68,6 +68,43 @@ def test_writers_killed_while_writing_large_batches(kernel, tmp_path):
     assert harness.counts["kills aimed at a large batch"] > 0, harness.counts
 
 
+#: Rounds of the ``shared`` workload per kernel: in each, 3 shared writers are killed one
+#: after another while the others write. The suite's short pass, and the slow run's.
+SHARED_ROUNDS = 8
+SHARED_SLOW_ROUNDS = 100
+
+
+def kill_shared_writers(kernel, path, rounds, seed):
+    """Run the ``shared`` workload's rounds; return the counts, having required no failure."""
+    with crash.Harness(path, kernel_name(kernel), DEFAULT_BUFFER_SIZE, seed=seed,
+                       workload="shared") as harness:
+        failures = harness.run(rounds)
+    assert failures == []
+    assert harness.counts["kills"] == crash.SHARED_WRITERS * rounds
+    return harness.counts
+
+
+@posix_only
+def test_shared_writers_killed_at_random_moments(kernel, tmp_path):
+    """Nothing that returned is lost, nothing deleted comes back, when shared writers die.
+
+    Seeded so that the short pass kills some writers in a turn (a write)
+    and some in a compaction while the others write.
+    """
+    counts = kill_shared_writers(kernel, tmp_path / "db", SHARED_ROUNDS, seed=5)
+    for phase in ("write", "compact"):
+        assert counts["kills during " + phase] > 0, (phase, counts)
+
+
+@pytest.mark.slow
+@posix_only
+def test_shared_writers_killed_at_random_moments_for_long(kernel, tmp_path):
+    counts = kill_shared_writers(kernel, tmp_path / "db", SHARED_SLOW_ROUNDS, seed=6)
+    for what in ("kills during open", "kills during write", "kills during sync",
+                 "kills during compact", "compaction files left", "torn tails"):
+        assert counts[what] > 0, (what, counts)
+
+
 def test_log_of_a_killed_writer_drops_a_cut_line():
     log = crash.Log("ready\nset k1 5 3\nsynced\ndel k1\nset k2 6 4\ncomp")
     assert log.operations == [(b"k1", b"5.5"), (b"k1", None), (b"k2", b"6.6.")]

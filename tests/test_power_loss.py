@@ -188,6 +188,31 @@ def test_every_cut_point_of_a_short_workload(kernel, name, tmp_path):
     assert points >= 10 and checker.counts["trees checked"] > points
 
 
+def cut_two_writers(kernel, seed, length, tmp_path):
+    """Every cut point of a random workload of two shared writers, under the safe rules."""
+    workload = powerloss.two_writers_workload(seed, length)
+    checker = powerloss.Checker(powerloss.kernels(), powerloss.scratch_directory("pl-"))
+    try:
+        points = powerloss.explore(workload, kernel, checker, powerloss.SAFE_RULES,
+                                   random.Random(seed), samples=2, place=str(tmp_path))
+    finally:
+        remove_scratch(checker.scratch)
+    assert checker.failures == [], "\n\n".join(checker.failures[:3])
+    assert checker.counts["trees opened"] > points // 2, checker.counts
+
+
+@needs_fuse
+def test_two_shared_writers_at_every_cut_point(kernel, tmp_path):
+    cut_two_writers(kernel, 2, 150, tmp_path)
+
+
+@needs_fuse
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3, 3 + SEEDS))
+def test_two_shared_writers_at_every_cut_point_for_long(kernel, seed, tmp_path):
+    cut_two_writers(kernel, seed, 400, tmp_path)
+
+
 @needs_fuse
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, SEEDS + 1))

@@ -252,21 +252,20 @@ with semidbm.open(path, "wm") as db:
 def test_a_stopped_holder_makes_others_wait_and_a_killed_one_does_not(kernel, dbopen, dbpath):
     # Opening takes a turn too: the waiter opens before the holder takes its turn.
     waiter = dbopen(dbpath, "cm", lock_timeout=0.2)
-    child = start(kernel, HOLDER, dbpath)
-    assert child.stdout.readline().split() == ["held", str(child.pid)]
-    os.kill(child.pid, signal.SIGSTOP)
-    with pytest.raises(semidbm.error, match="process %d" % child.pid) as raised:
-        waiter[b"k"] = b"1"
-    assert raised.value.errno == errno.ETIMEDOUT
-    os.kill(child.pid, signal.SIGCONT)
-    child.stdin.close()  # the holder ends its turn and closes
-    assert child.wait(timeout=60) == 0
+    with start(kernel, HOLDER, dbpath) as child:
+        assert child.stdout.readline().split() == ["held", str(child.pid)]
+        os.kill(child.pid, signal.SIGSTOP)
+        with pytest.raises(semidbm.error, match="process %d" % child.pid) as raised:
+            waiter[b"k"] = b"1"
+        assert raised.value.errno == errno.ETIMEDOUT
+        os.kill(child.pid, signal.SIGCONT)
+        child.stdin.close()  # the holder ends its turn and closes
+        assert child.wait(timeout=60) == 0
     waiter[b"k"] = b"1"
     assert waiter[b"holder"] == b"1"
-    second = start(kernel, HOLDER.replace('b"holder"', 'b"lost"'), dbpath)
-    assert second.stdout.readline().startswith("held")
-    second.kill()
-    second.wait()
+    with start(kernel, HOLDER.replace('b"holder"', 'b"lost"'), dbpath) as second:
+        assert second.stdout.readline().startswith("held")
+        second.kill()
     waiter[b"after"] = b"1"  # the killed holder's lock went with it
     # Its turn's write was still in its buffer: lost, as it never returned.
     assert dict(waiter.items()) == {b"holder": b"1", b"k": b"1", b"after": b"1"}

@@ -138,6 +138,8 @@ cdef class Store:
     cdef object index_identity
     # The end of the log the last index file written or mapped covers.
     cdef uint64_t index_written
+    # For a store made by _pending: what opens it at first use; None once open.
+    cdef object opener
 
     def __cinit__(self):
         self.fd = -1
@@ -155,7 +157,8 @@ cdef class Store:
         self.path = directory.data_path
         self.writable = writable
         self.verify = verify_checksums
-        self.guard = threading.RLock()
+        if self.guard is None:  # a store made by _pending keeps the guard it is used under
+            self.guard = threading.RLock()
         self.buffer_size = buffer_size
         if writable and buffer_size > 0:
             self.log.buffer = <char*>malloc(buffer_size)
@@ -167,6 +170,21 @@ cdef class Store:
         except BaseException:
             self.release()
             raise
+
+    @classmethod
+    def _pending(cls, path, writable, opener):
+        """``_interface.Store._pending``."""
+        cdef Store store = cls.__new__(cls)
+        store.path = path
+        store.writable = writable
+        store.guard = threading.RLock()
+        store.opener = opener
+        return store
+
+    def _open_pending(self):
+        """``_interface.Store._open_pending``."""
+        if self.fd < 0 and self.opener is not None:
+            self.check_open()
 
     def __dealloc__(self):
         self.release()
@@ -267,6 +285,8 @@ cdef class Store:
     @property
     def format_version(self):
         """``_interface.Store.format_version``."""
+        if self.version is None:
+            self._open_pending()
         return self.version
 
     # --- checks and errors ---
@@ -283,7 +303,10 @@ cdef class Store:
             with self.guard:
                 pass
         if self.fd < 0:
-            raise DBMError(_messages.CLOSED % self.path)
+            if self.opener is None:
+                raise DBMError(_messages.CLOSED % self.path)
+            self.opener(self)  # a store made by _pending: opened at its first use
+            self.opener = None
         return 0
 
     cdef int check_writable(self, str action) except -1:
@@ -707,8 +730,8 @@ cdef class Store:
 
     @property
     def closed(self):
-        """``_interface.Store.closed``: the data file is no longer open here."""
-        return self.fd < 0
+        """``_interface.Store.closed``: the data file is no longer open here (nor pending)."""
+        return self.fd < 0 and self.opener is None
 
     # --- sync, compaction and refresh ---
 
@@ -1046,6 +1069,7 @@ cdef class Store:
         with self.guard:
             if self.busy:
                 raise DBMError(COMPACTING % self.path)
+            self.opener = None
             if self.fd < 0:
                 return
             try:

@@ -83,6 +83,25 @@ class Store(Protocol):
         cut off by a writer: see ``torn_tail``): most opens need not ask.
         """
 
+    @classmethod
+    def _pending(
+        cls, path: str, writable: bool, opener: Callable[[Store], None]
+    ) -> Store:
+        """A store not open yet, which ``opener(store)`` opens at its first use.
+
+        For handles unpickled in another process (``db._reopen``): the
+        store has its ``path`` and ``writable``, is not ``closed``, and the
+        first operation that needs the file calls ``opener`` (which runs
+        ``__init__`` on it, under the store's guard) before it goes on.
+        ``opener`` must be safe to call from several threads, and to call
+        again once it has opened the store (then doing nothing). If it
+        raises, the operation raises that, and the next use tries again.
+        ``close()`` before then closes the store without opening it.
+        """
+
+    def _open_pending(self) -> None:
+        """Open a store made by ``_pending`` now, if it is not open yet; otherwise do nothing."""
+
     @property
     def path(self) -> str:
         """The path of the data file, for messages and the db object's repr."""

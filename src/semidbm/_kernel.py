@@ -19,6 +19,11 @@ def load(name):
     return importlib.import_module(MODULES[name])
 
 
+def name_of(kernel):
+    """The implementation name ("cython" or "python") of the kernel module ``kernel``."""
+    return next(name for name, module in MODULES.items() if module == kernel.__name__)
+
+
 def choose():
     """Return ``(name, module)`` of the kernel this process uses."""
     if os.environ.get("SEMIDBM_PURE_PYTHON", "") not in ("", "0"):

@@ -33,6 +33,12 @@ BAD_FLAG = (
     "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
     "database with other processes, not %r"
 )
+#: Pickling an exclusive writer (the database's repr).
+NOT_PICKLED = (
+    "an exclusive semidbm writer cannot be pickled: another process could not open it while "
+    "it is open; pickle a reader (flag 'r'), or open a shared writer (flag 'wm' or 'cm') "
+    "(%r)"
+)
 #: ``locked()`` on a database that is not a shared writer (path).
 NOT_SHARED = (
     "semidbm database %s is not a shared writer: only a database opened "

@@ -150,6 +150,7 @@ class Store:
         "_busy",
         "_torn_tail",
         "_version",
+        "_opener",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -161,10 +162,12 @@ class Store:
         self._buffer_size = buffer_size
         self._unsettled = False
         self._verify = verify_checksums
-        self._guard = threading.RLock()
+        if getattr(self, "_guard", None) is None:  # one made by _pending keeps its guard
+            self._guard = threading.RLock()
         self._owner = None
         self._busy = None
         self._torn_tail = None
+        self._opener = None
         fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
             self._torn_tail = self._load(fd, recover, writer_active)
@@ -190,10 +193,27 @@ class Store:
             _index_file.remove_refused(self._directory, fd, self._disk_end)
         return torn_tail
 
+    @classmethod
+    def _pending(cls, path, writable, opener):
+        """``_interface.Store._pending``: every slot as a closed store has it, but the opener."""
+        store = cls.__new__(cls)
+        store.path, store.writable, store._opener = path, writable, opener
+        store._fd, store._directory, store._index, store._buffer = -1, None, {}, bytearray()
+        store._buffer_size, store._disk_end, store._unsettled, store._verify = 0, 0, False, False
+        store._guard, store._owner, store._busy = threading.RLock(), None, None
+        store._torn_tail, store._version = None, None
+        return store
+
+    def _open_pending(self):
+        """``_interface.Store._open_pending``."""
+        with self._guard:
+            if self._fd < 0 and self._opener is not None:
+                self._check_open()
+
     @property
     def closed(self):
-        """``_interface.Store.closed``."""
-        return self._fd < 0
+        """``_interface.Store.closed``: the file is no longer open here (nor pending)."""
+        return self._fd < 0 and self._opener is None
 
     @property
     def torn_tail(self):
@@ -208,6 +228,8 @@ class Store:
     @property
     def format_version(self):
         """``_interface.Store.format_version``."""
+        if self._version is None:
+            self._open_pending()
         return self._version
 
     @property
@@ -221,7 +243,10 @@ class Store:
         if self._busy:
             raise DBMError(self._busy % self.path)
         if self._fd < 0:
-            raise DBMError(_messages.CLOSED % self.path)
+            if self._opener is None:
+                raise DBMError(_messages.CLOSED % self.path)
+            self._opener(self)  # a store made by _pending: opened at its first use
+            self._opener = None
 
     def _check_writable(self, action):
         self._check_open()
@@ -801,6 +826,7 @@ class Store:
         with self._guard:
             if self._busy:
                 raise DBMError(self._busy % self.path)
+            self._opener = None
             if self._fd < 0:
                 return
             try:
@@ -819,5 +845,6 @@ class Store:
             os.close(fd)
 
     def __del__(self):
-        if self._fd >= 0:
+        # A store whose opening failed before __init__ ran has no slots set.
+        if getattr(self, "_fd", -1) >= 0:
             self.close()

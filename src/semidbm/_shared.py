@@ -56,7 +56,7 @@ def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def in_turn(self: Any, *args: Any, **kwds: Any) -> Any:
-        lock = self._lock
+        lock = self._lock or self._open_lock()
         if lock is None or not lock.enter(self._follow_and_warn):
             return method(self, *args, **kwds)
         try:
@@ -111,6 +111,15 @@ def shared_class(
     """
     members: dict[str, Any] = {name: _in_turn(getattr(base, name)) for name in _IN_TURN}
 
+    def _open_lock(self: Any) -> Any:
+        """The lock of a handle unpickled here, opened now (``Store._open_pending``); else None.
+
+        A turn needs the lock before the operation runs: the operation
+        would otherwise open the handle, and write, outside any turn.
+        """
+        self._open_pending()
+        return self._lock
+
     def _follow_and_warn(self: Any) -> None:
         """Catch up at the start of a turn (``Store._follow``); warn of a torn tail it cut."""
         warn_of_torn_tail(self.path, self._follow())
@@ -129,7 +138,7 @@ def shared_class(
     @contextlib.contextmanager
     def locked(self: Any) -> Iterator[Any]:
         """:meth:`semidbm.Database.locked`: one turn for the whole block."""
-        lock = self._lock
+        lock = self._lock or self._open_lock()
         if lock is None or not lock.enter(self._follow_and_warn):
             raise DBMError(_messages.CLOSED % self.path)
         try:
@@ -142,6 +151,7 @@ def shared_class(
         __doc__=base.__doc__,
         __module__=base.__module__,
         _follow_and_warn=_follow_and_warn,
+        _open_lock=_open_lock,
         close=close,
         locked=locked,
         _batch_type=TurnBatch,

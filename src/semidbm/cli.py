@@ -107,6 +107,15 @@ def build_parser():
             "-e", "--encoded", action="store_true", help=what + ", as in a dump (binary keys)"
         )
 
+    def shared(sub):
+        sub.add_argument(
+            "-m",
+            "--shared",
+            action="store_true",
+            help="write as a shared writer (flag 'wm'), beside other processes that do "
+            "(docs/sharing.md)",
+        )
+
     sub = command("stats", run_stats, "show keys, live and dead bytes, what compaction would free")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("--json", action="store_true", help="print the numbers as JSON")
@@ -129,11 +138,13 @@ def build_parser():
     sub.add_argument("value", metavar="VALUE", nargs="?")
     encoded(sub, "KEY and VALUE are percent-encoded (a value from stdin is raw)")
     sub.add_argument("-c", "--create", action="store_true", help="create DB if it is missing")
+    shared(sub)
 
     sub = command("delete", run_delete, "delete keys (none if any is missing)")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("keys", metavar="KEY", nargs="+")
     encoded(sub, "the KEYs are percent-encoded")
+    shared(sub)
 
     sub = command("keys", run_keys, "list the keys, sorted, one a line")
     sub.add_argument("database", metavar="DB")
@@ -213,6 +224,7 @@ def build_parser():
         help="into a DB of format 2.0, store each record as it comes, as into one of 1.1, "
         "not all or nothing (for a dump too large for one batch, or for the memory)",
     )
+    shared(sub)
 
     sub = command(
         "bench",
@@ -342,15 +354,27 @@ def run_set(args):
         value = _piped_stdin(args, "VALUE is left out", "give VALUE, or pipe the value in").read()
     else:
         value = _argument_bytes(args.value, args.encoded)
-    with db.open(args.database, "c" if args.create else "w") as database:
+    with db.open(args.database, _writer_flag(args, "c" if args.create else "w")) as database:
         database[key] = value
     return OK
 
 
+def _writer_flag(args, flag):
+    """``flag`` (``'w'`` or ``'c'``), made a shared writer's with ``--shared``."""
+    return flag + "m" if args.shared else flag
+
+
 def run_delete(args):
-    """``delete``: all the keys given, or none if one is missing."""
+    """``delete``: all the keys given, or none if one is missing.
+
+    A shared writer holds its turn over the whole command, so that no
+    other writer changes the keys between their check and their deletion.
+    """
     keys = [_argument_bytes(key, args.encoded) for key in args.keys]
-    with db.open(args.database, "w") as database:
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(db.open(args.database, _writer_flag(args, "w")))
+        if args.shared:
+            stack.enter_context(database.locked())
         for text, key in zip(args.keys, keys):
             if key not in database:
                 raise Failure("no key %s in %s; nothing deleted" % (repr(text), args.database))
@@ -497,9 +521,11 @@ def run_import(args):
     if this import created it. An existing one is opened unbuffered and
     takes the dump as ``_storing`` says: in one batch, all or nothing,
     or record by record, so that the error can say exactly how many of
-    the dump's records it holds: the first N, in order.
+    the dump's records it holds: the first N, in order. With ``--shared``
+    a database it created is never removed (other writers may have
+    joined it at once): it keeps the records stored, as an existing one.
     """
-    created = not os.path.lexists(args.database)
+    created = not args.shared and not os.path.lexists(args.database)
     with _catching_interrupts() as interrupts, contextlib.ExitStack() as stack:
         if args.dump == "-":
             stream = _piped_stdin(args, "DUMP is -", "give a file, or pipe the dump in")
@@ -508,7 +534,11 @@ def run_import(args):
         database = made = sink = None
         try:
             with interrupts if created else contextlib.nullcontext():
-                database = db.open(args.database, "c", **({} if created else {"buffer_size": 0}))
+                database = db.open(
+                    args.database,
+                    _writer_flag(args, "c"),
+                    **({} if created else {"buffer_size": 0}),
+                )
                 made = os.lstat(args.database) if created else None
             sink = _storing(database, created or args.no_batch, interrupts)
             checking = stack.enter_context(Progress("checking", unit="bytes"))

@@ -19,9 +19,10 @@ import operator
 import os
 import stat
 import sys
+import threading
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
@@ -100,7 +101,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
     class SemiDBM(kernel.Store, Database):  # type: ignore[name-defined, misc]
         """A semidbm database on this kernel's Store (:class:`semidbm.Database`)."""
 
-        __slots__ = ("_lock", "_cursor", "__weakref__")
+        __slots__ = ("_lock", "_cursor", "_arguments", "__weakref__")
 
         # The kernel's close, with the compaction and the lock of the API layer.
         def close(self, compact=False):
@@ -116,6 +117,24 @@ def database_class(kernel: ModuleType) -> type[Database]:
                     lock, self._lock = self._lock, None
                     if lock is not None:
                         lock.release()
+
+        def __reduce__(self):
+            """Pickle a reader or a shared writer as what opens it again (:func:`_reopen`).
+
+            The receiving process opens it at its first use. An exclusive
+            writer refuses: a second one could not open it while this one
+            is open.
+            """
+            if self.closed:
+                raise TypeError("a closed semidbm database cannot be pickled (%r)" % self)
+            arguments = self._arguments
+            if arguments.flag not in ("r",) + SHARED_FLAGS:
+                raise TypeError(_messages.NOT_PICKLED % self)
+            return _reopen, tuple(arguments)
+
+        def __reduce_ex__(self, protocol):
+            """As :meth:`__reduce__`, whatever the protocol."""
+            return self.__reduce__()
 
         def _disown(self):
             """Become read-only without writing anything (in a forked child)."""
@@ -253,6 +272,34 @@ def open_with(
 
     Every argument is checked before the disk is touched.
     """
+    arguments = _checked_arguments(
+        _kernel.name_of(kernel), filename, flag, mode, verify_checksums, buffer_size, recover,
+        format, lock_timeout,
+    )
+    database_type = _class_for(kernel, flag)
+    database = database_type.__new__(database_type)
+    _open_into(database, kernel, arguments)
+    return database
+
+
+class _Arguments(NamedTuple):
+    """What opens a database, checked: ``open``'s arguments, and what a pickled handle holds."""
+
+    kernel: str
+    path: str
+    flag: str
+    mode: int
+    verify_checksums: bool
+    buffer_size: int
+    recover: bool
+    format: int | None
+    lock_timeout: float | None
+
+
+def _checked_arguments(
+    kernel, filename, flag, mode, verify_checksums, buffer_size, recover, format, lock_timeout
+):
+    """The arguments of :func:`open_with` checked, as ``_Arguments``; ValueError or TypeError."""
     if flag not in _FLAGS:
         raise ValueError(_messages.BAD_FLAG % (flag,))
     shared = flag in SHARED_FLAGS
@@ -265,20 +312,32 @@ def open_with(
         raise ValueError(
             "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
         )
-    major = DEFAULT_FORMAT if format is None else check_format(format)
+    if format is not None:
+        format = check_format(format)
     path = os.fsdecode(os.fspath(filename))
-    directory, lock, created = _prepare(path, flag, mode, major, lock_timeout)
+    return _Arguments(
+        kernel, path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), format,
+        lock_timeout,
+    )
+
+
+def _open_into(database, kernel, arguments):
+    """Open the database ``arguments`` name into ``database``, an instance of its class not
+    yet initialized (or made by the kernel's ``_pending``)."""
+    path, flag, shared = arguments.path, arguments.flag, arguments.flag in SHARED_FLAGS
+    major = DEFAULT_FORMAT if arguments.format is None else arguments.format
+    directory, lock, created = _prepare(path, flag, arguments.mode, major, arguments.lock_timeout)
     writable = flag != "r"
     try:
-        if format is not None:
-            _check_format(directory, format)
-        # The constructor and the private slots are not in the public type (Database).
-        database = _class_for(kernel, flag)(  # type: ignore[call-arg]
+        if arguments.format is not None:
+            _check_format(directory, arguments.format)
+        kernel.Store.__init__(
+            database,
             directory,
             writable,
-            buffer_size,
-            bool(verify_checksums),
-            bool(recover),
+            arguments.buffer_size,
+            arguments.verify_checksums,
+            arguments.recover,
             None if writable else functools.partial(_lock.writer_active, path),
         )
     except BaseException as exc:
@@ -294,8 +353,10 @@ def open_with(
         raise
     if shared:
         lock.leave()  # the turn in which it was opened: nothing is buffered yet
-    database._lock = lock  # type: ignore[attr-defined]
-    database._cursor = None  # type: ignore[attr-defined]
+    database._lock = lock
+    database._cursor = None
+    # A pickled handle opens the same database from any working directory.
+    database._arguments = arguments._replace(path=os.path.abspath(path))
     try:
         _warn_of_torn_tail(database.path, database.torn_tail)
     except BaseException:  # a filter that turns warnings into errors
@@ -303,6 +364,34 @@ def open_with(
         raise
     if writable:
         _open_writers[id(database)] = database
+
+
+def _reopen(*fields):
+    """Unpickle a database (``SemiDBM.__reduce__``): a handle that opens at its first use.
+
+    ``fields`` are those of ``_Arguments``. Opening waits for the first
+    operation, so that unpickling never fails on the disk's account: an
+    error (the database gone, a writer's lock refused) comes from that
+    operation, where the code that uses the database can handle it.
+    """
+    arguments = _Arguments(*fields)
+    kernel = _kernel.load(arguments.kernel)
+    database_type = _class_for(kernel, arguments.flag)
+    mutex = threading.Lock()
+    opened = False
+
+    def open_pending(store):
+        nonlocal opened
+        with mutex:
+            if not opened:
+                _open_into(store, kernel, arguments)
+                opened = True
+
+    database = database_type._pending(  # type: ignore[attr-defined]
+        os.path.join(arguments.path, DATA_NAME), arguments.flag != "r", open_pending
+    )
+    database._lock = database._cursor = None
+    database._arguments = arguments
     return database
 
 

@@ -264,6 +264,19 @@ class Shelf(shelve.Shelf[_VT]):
         # of its own (a function), which only the methods overridden here use.
         self.serializer = made
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle the shelf as its database pickles (a reader or a shared writer), with its options.
+
+        A shelf with entries in its ``writeback`` cache refuses: they would
+        be written back in two processes. ``sync()`` empties the cache.
+        """
+        if self.writeback and self.cache:
+            raise TypeError(
+                "a shelf with entries in its writeback cache cannot be pickled: sync() it first"
+            )
+        # The serializer carries the pickle protocol.
+        return _unpickle_shelf, (self.dict, self.writeback, self.keyencoding, self.serializer)
+
     def __getitem__(self, key: str) -> _VT:
         """Return the value of ``key``; ValueError naming the key if the serializer cannot read it.
 
@@ -367,9 +380,19 @@ class Shelf(shelve.Shelf[_VT]):
         return stored is not None and _json_holds(stored, value)
 
 
+def _unpickle_shelf(
+    database: MutableMapping[bytes, bytes],
+    writeback: bool,
+    keyencoding: str,
+    serializer: _Serializer,
+) -> Shelf[Any]:
+    """The shelf that :meth:`Shelf.__reduce__` pickled; its database opens at first use."""
+    return Shelf(database, None, writeback, keyencoding, serializer=serializer)
+
+
 def open_shelf(
     filename: StrOrBytesPath,
-    flag: Literal["r", "w", "c", "n"] = "c",
+    flag: Literal["r", "w", "c", "n", "wm", "cm"] = "c",
     protocol: int | None = None,
     writeback: bool = False,
     *,
@@ -383,7 +406,10 @@ def open_shelf(
     Args:
         filename: the database's directory, as for :func:`semidbm.open`.
         flag: as for :func:`semidbm.open`, but ``'c'`` (created if
-            missing) by default, as :func:`shelve.open` has it.
+            missing) by default, as :func:`shelve.open` has it. With
+            ``'wm'`` or ``'cm'`` several processes write the shelf at once
+            (a shared writer: :doc:`/sharing`); a shelf of a reader or of a
+            shared writer pickles, and opens again where it is unpickled.
         protocol: the pickle protocol (pickle serializer only).
         writeback: cache every entry read, and write the cache back on
             ``sync()`` and ``close()``, as :class:`shelve.Shelf` does.
@@ -395,7 +421,7 @@ def open_shelf(
         keyencoding: the encoding of the shelf's str keys.
         mode: as for :func:`semidbm.open`.
         **options: ``buffer_size``, ``verify_checksums``, ``recover``,
-            passed to :func:`semidbm.open`.
+            ``lock_timeout``, passed to :func:`semidbm.open`.
 
     Returns:
         Shelf: the shelf; close it, or use it in a ``with`` block.

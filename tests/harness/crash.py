@@ -74,7 +74,9 @@ KEYSPACE = 1500
 #: What the ``index`` workload writes before an aimed close or compaction: past the
 #: 4 MiB of uncovered log at which a writer writes a new index file.
 INDEX_AIM_BYTES = (4 << 20) + (256 << 10)
-WORKLOADS = ("default", "index", "batch")
+WORKLOADS = ("default", "index", "batch", "shared")
+#: How many shared writers the ``shared`` workload runs at once.
+SHARED_WRITERS = 3
 #: The harness's own test (tests/test_batch.py): the ``batch`` workload with each batch's
 #: changes written one at a time, which the checks must catch.
 SPLIT_BATCHES = "split-batch"
@@ -122,8 +124,12 @@ def index_value_size(rng):
 
 
 def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_compaction,
-           workload="default"):
-    """Write to the database at ``path`` until killed, logging each step first."""
+           workload="default", number=0):
+    """Write to the database at ``path`` until killed, logging each step first.
+
+    The ``shared`` workload's writer ``number`` opens a shared writer
+    (flag ``'cm'``) and writes keys of its own (``owner``).
+    """
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -131,7 +137,9 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
         os.write(log, line.encode("ascii") + b"\n")
 
     warnings.simplefilter("ignore", semidbm.TornTailWarning)
-    database = db.open_with(_kernel.load(kernel_name), path, "c", buffer_size=buffer_size)
+    database = db.open_with(_kernel.load(kernel_name), path,
+                            "cm" if workload == "shared" else "c", buffer_size=buffer_size)
+    first_key = number * KEYSPACE
     note("ready")
     print("ready", flush=True)
     if workload == "index":
@@ -150,27 +158,30 @@ def writer(path, log_path, kernel_name, buffer_size, seed, first_seed, aim_at_co
             print("compacting", flush=True)
             roll = 1.0
         if roll < 0.62:
-            set_one(database, note, rng, value_seed, value_size(rng))
+            set_one(database, note, rng, value_seed, value_size(rng), first_key)
             value_seed += 1
         elif roll < 0.994:
-            delete_one(database, note, rng)
+            delete_one(database, note, rng, first_key)
         elif roll < 0.999:
             sync(database, note)
         else:
             compact(database, note)
 
 
-def set_one(database, note, rng, value_seed, size):
-    """Set a random key to the value of ``value_seed`` and ``size``, logged first; its length."""
-    key = b"k%d" % rng.randrange(KEYSPACE)
+def set_one(database, note, rng, value_seed, size, first_key=0):
+    """Set a random key to the value of ``value_seed`` and ``size``, logged first; its length.
+
+    The keys are ``KEYSPACE`` numbers from ``first_key`` on.
+    """
+    key = b"k%d" % (first_key + rng.randrange(KEYSPACE))
     note("set %s %d %d" % (key.decode(), value_seed, size))
     database[key] = value_of(value_seed, size)
     return size + len(key) + 12
 
 
-def delete_one(database, note, rng):
-    """Delete a random key (present or not), logged first."""
-    key = b"k%d" % rng.randrange(KEYSPACE)
+def delete_one(database, note, rng, first_key=0):
+    """Delete a random key (present or not) of those from ``first_key`` on, logged first."""
+    key = b"k%d" % (first_key + rng.randrange(KEYSPACE))
     note("del %s" % key.decode())
     try:
         del database[key]
@@ -508,13 +519,42 @@ class Harness:
         return self.failures
 
     def round(self):
-        """Start a writer, kill it, check the database, write after the recovery."""
+        """Start the writers, kill them, check the database, write after the recovery."""
         self.rounds += 1
-        log_path = os.path.join(self.work, "log")
-        stderr_path = os.path.join(self.work, "stderr")
+        aim = self.rng.random() < 0.25
+        count = SHARED_WRITERS if self.workload == "shared" else 1
+        children = [self.start_writer(number, aim and number == 0) for number in range(count)]
+        try:
+            self.wait_and_kill([child for child, _ in children], aim)
+        finally:
+            for child, _ in children:
+                child.kill()
+                child.wait()
+                child.stdout.close()
+        logs = []
+        for child, (log_path, stderr_path) in children:
+            with open(stderr_path, "rb") as handle:
+                errors = handle.read().decode(errors="replace")
+            if child.returncode != -signal.SIGKILL:
+                self.fail("the writer exited with %s before the kill: %s"
+                          % (child.returncode, errors))
+                return
+            logs.append(self.read_log(log_path))
+        if os.path.exists(os.path.join(self.path, COMPACT_NAME)):
+            self.counts["compaction files left"] += 1
+        if self.workload == "index" and not self.check_index_file():
+            return
+        self.check(logs)
+
+    def start_writer(self, number, aim):
+        """Start writer ``number`` (aimed at a compaction or the like if ``aim``).
+
+        Returns the process and the paths of its log and its stderr.
+        """
+        log_path = os.path.join(self.work, "log%d" % number)
+        stderr_path = os.path.join(self.work, "stderr%d" % number)
         if os.path.exists(log_path):
             os.remove(log_path)
-        aim = self.rng.random() < 0.25
         first_seed = self.next_seed
         self.next_seed += 1_000_000
         with open(stderr_path, "wb") as stderr:
@@ -522,22 +562,15 @@ class Harness:
                 [
                     sys.executable, os.path.abspath(__file__), "writer", self.path, log_path,
                     self.kernel_name, str(self.buffer_size), str(self.rng.getrandbits(32)),
-                    str(first_seed), str(int(aim)), self.workload,
+                    str(first_seed), str(int(aim)), self.workload, str(number),
                 ],
                 stdout=subprocess.PIPE,
                 stderr=stderr,
             )
-        try:
-            self.wait_and_kill(child, aim)
-        finally:
-            child.kill()
-            child.wait()
-            child.stdout.close()
-        with open(stderr_path, "rb") as handle:
-            errors = handle.read().decode(errors="replace")
-        if child.returncode != -signal.SIGKILL:
-            self.fail("the writer exited with %s before the kill: %s" % (child.returncode, errors))
-            return
+        return child, (log_path, stderr_path)
+
+    def read_log(self, log_path):
+        """Read and count what a killed writer logged."""
         with open(log_path, "ab+") as handle:
             handle.seek(0)
             log = Log(handle.read().decode("ascii"))
@@ -548,21 +581,22 @@ class Harness:
             self.compaction_seconds = max(log.compaction_seconds)
         if log.close_seconds:
             self.close_seconds = max(log.close_seconds)
-        if os.path.exists(os.path.join(self.path, COMPACT_NAME)):
-            self.counts["compaction files left"] += 1
-        if self.workload == "index" and not self.check_index_file():
-            return
-        self.check(log)
+        return log
 
-    def wait_and_kill(self, child, aim):
-        """Kill ``child`` at a random moment: during startup, anywhere, or in a compaction."""
+    def wait_and_kill(self, children, aim):
+        """Kill the writers: the first at a random moment (during startup, anywhere, or in a
+        compaction), each other one a random moment after the one before.
+
+        So the writers left go on while the first lies dead, in its turn maybe.
+        """
+        first = children[0]
         roll = self.rng.random()
         if roll < 0.15:
             # Within the child's start (an interpreter takes longer than this
             # to start and import), so that these kills land in the open.
             time.sleep(self.rng.uniform(0, 0.05))
-        elif child.stdout.readline() == b"ready\n":
-            line = child.stdout.readline() if aim else b""
+        elif all(child.stdout.readline() == b"ready\n" for child in children):
+            line = first.stdout.readline() if aim else b""
             if line == b"compacting\n":
                 time.sleep(self.rng.uniform(0, 1.5 * self.compaction_seconds))
             elif line == b"large batch\n":
@@ -572,7 +606,10 @@ class Harness:
                 time.sleep(self.rng.uniform(0, 1.5 * self.close_seconds))
             else:
                 time.sleep(self.rng.uniform(0, 0.12))
-        child.send_signal(signal.SIGKILL)
+        first.send_signal(signal.SIGKILL)
+        for child in children[1:]:
+            time.sleep(self.rng.uniform(0, 0.05))
+            child.send_signal(signal.SIGKILL)
 
     def check_index_file(self):
         """The ``index`` workload: what a kill leaves of the index file is valid, or absent.
@@ -599,13 +636,8 @@ class Harness:
             return False
         return True
 
-    def check(self, log):
-        """Check the database against the log, then write after the recovery and check again."""
-        low = log.durable
-        if self.buffer_size == 0:
-            # Every operation (or batch) before the last logged one returned: it is in the file.
-            low = max(low, log.last_started if log.phase in ("write", "batch")
-                      else len(log.operations))
+    def check(self, logs):
+        """Check the database against the logs, then write after the recovery and check again."""
         try:
             recovered, caught = read_all(self.kernel, self.path)
         except Exception as exc:  # noqa: BLE001 - any failure to open is what we look for
@@ -620,16 +652,41 @@ class Harness:
                 self.counts["torn tails longer than a buffer"] += 1
         if self.workload == "index" and not self.same_without_the_index(recovered):
             return
+        for number, log in enumerate(logs):
+            if not self.explains(log, self.owned(self.model, number),
+                                 self.owned(recovered, number)):
+                return
+        self.model = recovered
+        self.write_after_recovery()
+
+    def owned(self, state, number):
+        """The keys of ``state`` that writer ``number`` writes: all of them, but for ``shared``."""
+        if self.workload != "shared":
+            return state
+        return {key: value for key, value in state.items()
+                if int(key[1:]) // KEYSPACE == number}
+
+    def explains(self, log, start, recovered):
+        """True if ``recovered`` is ``start`` after a prefix of ``log`` that it may hold.
+
+        At least every operation up to the last sync, or, unbuffered or
+        shared (a shared writer writes each operation to the file before
+        it returns), every operation that returned.
+        """
+        low = log.durable
+        if self.buffer_size == 0 or self.workload == "shared":
+            # Every operation (or batch) before the last logged one returned: it is in the file.
+            low = max(low, log.last_started if log.phase in ("write", "batch")
+                      else len(log.operations))
         prefixes = [
-            p for p in matching_prefixes(self.model, log.operations, recovered, low)
+            p for p in matching_prefixes(start, log.operations, recovered, low)
             if p in log.boundaries
         ]
         if not prefixes:
-            self.fail(describe_mismatch(self.model, log.operations, recovered, low))
-            return
+            self.fail(describe_mismatch(start, log.operations, recovered, low))
+            return False
         self.counts["operations lost (unsynced, as allowed)"] += len(log.operations) - prefixes[-1]
-        self.model = recovered
-        self.write_after_recovery()
+        return True
 
     def same_without_the_index(self, recovered):
         """The pure kernel, which never reads the index file, finds what the tested kernel did."""
@@ -736,8 +793,9 @@ def main(argv=None):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["writer"]:
-        path, log_path, kernel_name, buffer_size, seed, first_seed, aim, workload = sys.argv[2:]
+        path, log_path, kernel_name, buffer_size, seed, first_seed, aim, workload, number = (
+            sys.argv[2:])
         writer(path, log_path, kernel_name, int(buffer_size), int(seed), int(first_seed),
-               aim == "1", workload)
+               aim == "1", workload, int(number))
     else:
         sys.exit(main())

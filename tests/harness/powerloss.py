@@ -815,6 +815,64 @@ def random_workload(seed, length):
     return Workload("random-%d-indexed" % seed, _under_index_tail(run))
 
 
+def two_writers_workload(seed, length):
+    """Two shared writers (flag ``'cm'``) of one database taking turns at random steps.
+
+    Both live in this process, each with its own lock files open, so
+    each turn of one catches up with what the other appended, compacted
+    or left: the files see what two processes would do. Each step runs
+    in one turn of the writer it picks (``Database.locked``), its note
+    included, so the journal's order is the lock's. A ``sync()``,
+    ``compact()`` or ``close()`` of either makes every operation noted
+    before it durable: its fsync covers the whole file, whoever wrote
+    it. Only those are promised (the safe rules: ``durable N``).
+    """
+
+    def run(journal):
+        rng = random.Random(seed)
+        writers = [open_shared(journal, rng), open_shared(journal, rng)]
+        try:
+            for step in random_steps(rng, length):
+                number = rng.randrange(2)
+                if step[0] == "reopen":
+                    journal.close(writers[number], compact=step[1])
+                    writers[number] = open_shared(journal, rng)
+                    continue
+                with writers[number].locked():
+                    shared_step(journal, writers[number], step, rng)
+            for database in writers:
+                journal.close(database)
+        finally:
+            for database in writers:
+                database.close()
+
+    return Workload("two-writers-%d" % seed, run)
+
+
+def open_shared(journal, rng):
+    """Open a shared writer with a random write buffer; the database exists once it returns."""
+    database = db.open_with(journal.kernel, journal.path, "cm",
+                            buffer_size=rng.choice([0, 100, 4096, DEFAULT_BUFFER_SIZE]))
+    journal.note("exists")
+    journal.durable()
+    return database
+
+
+def shared_step(journal, database, step, rng):
+    """One step of ``random_steps`` but a reopen, made by a shared writer in its turn."""
+    if step[0] == "put":
+        journal.put(database, step[1], journal.value(step[2]))
+    elif step[0] == "delete":
+        present = database.keys()
+        if present:
+            journal.delete(database, rng.choice(sorted(present)))
+    elif step[0] == "compact":
+        journal.compact(database)
+    else:  # sync, or a refresh: a shared writer's refresh catches up, in a turn
+        database.refresh()
+        journal.sync(database)
+
+
 def record(workload, kernel, place):
     """Run ``workload`` with ``kernel`` on a recording file system under ``place``.
 
