@@ -17,8 +17,11 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
+
+import semidbm
 
 from .support import benchmark_scripts
 
@@ -536,3 +539,26 @@ def test_a_store_that_lets_a_second_writer_in_is_not_reported_as_refusing(monkey
     # A plain file opened for appending: any number of processes may.
     appending = functools.partial(open, mode="a")
     assert processes.second_writer_refusal(appending, str(tmp_path / "file")) is None
+
+
+@pytest.mark.parametrize("name", ["semidbm", "semidbm-python"])
+def test_a_quick_run_of_preset_e_times_every_workload_and_measurement(name):
+    if name == "semidbm" and semidbm.implementation != "cython":
+        pytest.skip("needs the compiled kernel; this install runs the pure-Python one")
+    preset = compare.PRESETS["e"]
+    started = time.monotonic()
+    result = compare.run_worker(preset, name, preset_e_settings(), seed=0)
+    assert time.monotonic() - started < 30
+    assert result["keys"] == presets.PROCESS_SIZES[True]["fill"]
+    assert set(result["ops_per_sec"]) == set(preset.workloads)
+    assert all(rate > 0 for rate in result["ops_per_sec"].values())
+    assert result["notes"] == [processes.SharedSemidbm.note]
+    for way in compare_report.ALONE_WAYS:
+        assert result["alone"][way]["exclusive"] > 0 and result["alone"][way]["shared"] > 0
+    assert result["pool"]["one_process"] > 0 and result["pool"]["workers"] > 0
+    assert len(result["pool"]["open_seconds"]) == processes.POOL_WORKERS
+    # The report has the rows of both measurements for it.
+    got = compare.Results(preset, {name: [result]}, {})
+    sections = compare_report.alone_section(got) + compare_report.pool_section(got)
+    rows = [line for line in "\n".join(sections).splitlines() if line.startswith("| %s |" % name)]
+    assert len(rows) == 3
