@@ -20,11 +20,12 @@ each run by ``PROCESSES`` processes forked from this one:
   new value for a key of its own share. Afterwards every key must hold
   its last value: the one its owner put last, or the fill's.
 
-Each process builds its work and opens the store before the clock
-starts; then they all wait at a barrier, and the time counts from the
-first one's start to the last one's end, closing left out (each
-operation is already in the file when it returns). The slow
-contenders (``_presets.PROCESS_SLOW``) run a fraction of the operations.
+The store is made empty by this process first. Each process builds its
+work and opens the store before the clock starts; then they all wait at
+a barrier, and the time counts from the first one's start to the last
+one's end, closing left out (each operation is already in the file when
+it returns). The slow contenders (``_presets.PROCESS_SLOW``) run a
+fraction of the operations.
 
 For our semidbm (both kernels), two measurements of its own:
 
@@ -110,6 +111,12 @@ LOCKLESS = {
     ),
 }
 
+#: LMDB's map: this many times the bytes of the keys and values, and at least...
+MAP_SIZE_FACTOR = 64
+
+#: ... this many bytes.
+MIN_MAP_SIZE = 1 << 30
+
 #: The fork start method: the processes inherit the data set and the contender.
 FORK = multiprocessing.get_context("fork")
 
@@ -158,6 +165,12 @@ class SharedSemidbm:
 class SharedLmdb:
     """LMDB through py-lmdb, every put its own write transaction, ``sync=False``.
 
+    Its map is large (``MAP_SIZE_FACTOR`` times the data, at least
+    ``MIN_MAP_SIZE``): a transaction per put, with readers in other
+    processes holding old pages, uses far more pages than one transaction
+    of every put, and a map of 8 times the data filled up. The map is
+    address space: the file grows only as pages are used.
+
     ``sync=False`` is not LMDB's default: it is the same class of
     durability as semidbm's shared writers, which the comparison asks for.
     Each process opens the environment itself (an environment must not
@@ -174,8 +187,8 @@ class SharedLmdb:
         import lmdb
 
         self.module = lmdb
-        wanted = 8 * keys * (KEY_SIZE + VALUE_SIZE)
-        self.map_size = max(1 << 20, 1 << (wanted - 1).bit_length())
+        wanted = MAP_SIZE_FACTOR * keys * (KEY_SIZE + VALUE_SIZE)
+        self.map_size = max(MIN_MAP_SIZE, 1 << (wanted - 1).bit_length())
         self.implementation = "py-lmdb %s, LMDB %s; map_size %d MiB" % (
             lmdb.__version__,
             ".".join(map(str, lmdb.version())),
@@ -378,7 +391,11 @@ def time_processes(contender, path, plan):
     answers = [collect(results, children) for _ in children]
     for child in children:
         child.join()
-    errors = [error for _, _, error in answers if error]
+    # A process that fails breaks the barrier for the others: its own error comes first.
+    errors = sorted(
+        (error for _, _, error in answers if error),
+        key=lambda error: error.startswith("BrokenBarrierError"),
+    )
     if errors:
         sys.exit("a process of the workload failed: %s" % errors[0])
     return max(end for _, end, _ in answers) - min(start for start, _, _ in answers)
@@ -415,6 +432,8 @@ def run_shared(contender, name, directory, seed, sizes):
     )
     per_process = max(1, sizes["mixed"] // divisor)
     path = os.path.join(directory, "shared")
+    # Made here, so that the four processes open a store that exists.
+    contender.close(contender.open(path))
     ops = {}
     fill = fill_plan(keys, values)
     ops["fill_4_writers"] = len(keys) / time_processes(contender, path, fill)
