@@ -13,6 +13,7 @@ import tempfile
 import textwrap
 
 import _charts
+from _presets import ALONE_TARGETS, OPEN_TARGET_SECONDS, POOL_TARGET, PROCESS_SIZES
 from _provenance import (
     cpu_model,
     filesystem_type,
@@ -55,8 +56,8 @@ class Results:
         self.absent = absent
 
     def missing_cell(self, name):
-        """The table cell of a contender that did not run."""
-        return "missing" if self.absent[name].startswith("missing") else "not run"
+        """The table cell of a contender that did not run: its reason's first words ("missing")."""
+        return self.absent[name].split(":")[0]
 
     def ops(self, name, workload):
         """The median ops/s of ``name`` on ``workload``; None where it does not apply."""
@@ -79,7 +80,12 @@ class Results:
         return {name: count for name, count in counts.items() if count is not None and count < most}
 
     def ratio(self, mine, theirs, workload):
-        """The median per-repetition ratio of ``mine`` to ``theirs``; None if either lacks it.
+        """The median per-repetition ratio of ``mine`` to ``theirs``; None if either lacks it."""
+        ratios = self.ratios(mine, theirs, workload)
+        return None if ratios is None else statistics.median(ratios)
+
+    def ratios(self, mine, theirs, workload):
+        """The ratio of ``mine`` to ``theirs`` in each repetition; None if either lacks it.
 
         For ``reopen`` it is their seconds over mine (above 1: mine is
         faster), as for every other workload, and None unless both ran
@@ -98,7 +104,7 @@ class Results:
             if a is None or b is None:
                 return None
             ratios.append(a / b)
-        return statistics.median(ratios)
+        return ratios
 
 
 def parameters(preset, settings):
@@ -111,6 +117,14 @@ def parameters(preset, settings):
         )
     elif preset.name == "c":
         text = "50 and 2,000 items (str keys, dicts of five fields) through shelve"
+    elif preset.name == "e":
+        sizes = {name: format_number(n) for name, n in PROCESS_SIZES[settings.quick].items()}
+        text = (
+            "keys of 16 bytes, values of 100 bytes; 4 processes fill one store with %(fill)s "
+            "keys, then run %(mixed)s operations each on it; a writer alone puts %(alone)s "
+            "keys; 2 pool workers read %(pool)s (the slow contenders fewer: see the notes)"
+            % sizes
+        )
     else:
         text = "5,000 values of 1,000,000 bytes through shelve, sync() every 250 writes"
     if settings.quick:
@@ -125,6 +139,13 @@ def figures(preset):
             "Figures are operations per second over a whole pass (higher is better). "
             "Opening a db is not timed but in read_cold (see below); closing a written "
             "one (for lmdb: committing the transaction and closing the environment) is."
+        )
+    if preset.name == "e":
+        return (
+            "Figures are operations per second of all the processes together (higher is "
+            "better), from the first one's start to the last one's end: the processes start, "
+            "open the store and wait at a barrier before the clock starts, and close after it "
+            "stops (each operation is in the file when it returns)."
         )
     if preset.name == "c":
         return (
@@ -198,6 +219,19 @@ def contenders_section(results):
     return lines
 
 
+def spread_cell(ratios):
+    """A ratio table's cell: the median of the per-repetition ``ratios``, with their range.
+
+    "n/a" for None; one repetition has no range to give.
+    """
+    if ratios is None:
+        return "n/a"
+    cell = format_ratio(statistics.median(ratios))
+    if len(ratios) > 1:
+        cell += " (%s-%s)" % (significant(min(ratios)), significant(max(ratios)))
+    return cell
+
+
 def speed_sections(results, repeat):
     """The median ops/s table and, for each baseline that ran, its ratio table."""
     preset = results.preset
@@ -230,16 +264,15 @@ def speed_sections(results, repeat):
         def ratio(name, workload):
             if name not in results.runs:
                 return results.missing_cell(name)
-            value = results.ratio(baseline, name, workload)
-            return "n/a" if value is None else format_ratio(value)
+            return spread_cell(results.ratios(baseline, name, workload))
 
         rows = [[w] + [ratio(name, w) for name in others] for w in preset.workloads]
         lines += [
             "## %s relative to each contender" % baseline,
             "",
             "Each cell: the median over the %d repetitions of (%s's ops/s) / (the "
-            "contender's ops/s) in the same repetition: above 1 means %s is faster."
-            % (repeat, baseline, baseline),
+            "contender's ops/s) in the same repetition: above 1 means %s is faster; in "
+            "brackets, the least and the greatest of those ratios." % (repeat, baseline, baseline),
             "",
             markdown_table(["workload"] + ["vs %s" % name for name in others], rows),
             "",
@@ -352,6 +385,121 @@ def copy_rate_section(results, settings, repeat):
     ]
 
 
+#: The measurement "alone"'s ways of writing, as the report names them.
+ALONE_WAYS = {"single": "single puts", "update": "update() of 1,000 items"}
+
+
+def own_runs(results, measurement):
+    """The semidbm kernels whose runs have ``measurement`` ("alone", "pool"), with those runs."""
+    return {
+        name: [run[measurement] for run in results.runs[name]]
+        for name in BASELINES
+        if name in results.runs and results.runs[name][0].get(measurement)
+    }
+
+
+def median_number(values):
+    """The median of ``values``, written as a whole number with thousands separators."""
+    return format_number(statistics.median(values))
+
+
+def alone_ratios(runs, way):
+    """A writer alone: the shared/exclusive ratio of ``way`` in each of ``runs``."""
+    return [run[way]["shared"] / run[way]["exclusive"] for run in runs]
+
+
+def pool_ratios(runs):
+    """The pool: the ratio of the workers' rate to one process's, in each of ``runs``."""
+    return [run["workers"] / run["one_process"] for run in runs]
+
+
+def alone_section(results):
+    """Preset e: a shared writer alone against the exclusive one, for each semidbm kernel."""
+    kernels = own_runs(results, "alone")
+    rows = []
+    for name, runs in kernels.items():
+        for way, title in ALONE_WAYS.items():
+            ratios = alone_ratios(runs, way)
+            median = statistics.median(ratios)
+            rows.append(
+                [name, title]
+                + [median_number(r[way][mode] for r in runs) for mode in ("exclusive", "shared")]
+                + [spread_cell(ratios), "at least %sx" % significant(ALONE_TARGETS[way])]
+                + [verdict(median >= ALONE_TARGETS[way])]
+            )
+    if not rows:
+        return []
+    header = ["contender", "writes", "exclusive ops/s", "shared ops/s", "shared/exclusive"]
+    return [
+        "## A writer alone: shared against exclusive",
+        "",
+        "One process, no other, puts every key into a new database, with the exclusive "
+        "writer (flag 'n') and with a shared writer (flag 'cm'), taking turns for three "
+        "rounds whose median counts; closing is not timed (the exclusive writer's last "
+        "buffer, up to 1 MiB, is still in memory then). The ratio is the median over the "
+        "repetitions, the least and greatest in brackets.",
+        "",
+        markdown_table(header + ["target", "met"], rows, False),
+        "",
+    ]
+
+
+def pool_section(results):
+    """Preset e: a read-only handle pickled to two pool workers, against one process."""
+    kernels = own_runs(results, "pool")
+    rows = []
+    for name, runs in kernels.items():
+        ratios = pool_ratios(runs)
+        opens = [seconds for run in runs for seconds in run["open_seconds"]]
+        rows.append(
+            [name]
+            + [median_number(r[rate] for r in runs) for rate in ("one_process", "workers")]
+            + [spread_cell(ratios), verdict(statistics.median(ratios) >= POOL_TARGET)]
+            + ["%.3f" % (statistics.median(opens) * 1000), "%.3f" % (max(opens) * 1000)]
+            + [verdict(max(opens) < OPEN_TARGET_SECONDS)]
+        )
+    if not rows:
+        return []
+    header = ["contender", "one process, reads/s", "2 workers, reads/s", "workers/one"]
+    header += ["at least %sx" % significant(POOL_TARGET), "open, ms (median)", "open, ms (most)"]
+    header += ["every open under %s ms" % significant(OPEN_TARGET_SECONDS * 1000)]
+    return [
+        "## A handle sent to two worker processes",
+        "",
+        "A read-only database is pickled and sent to the 2 workers of a "
+        "`concurrent.futures.ProcessPoolExecutor` (started, and waiting, before the clock "
+        "starts), each of which unpickles it and reads its half of the keys in a shuffled "
+        "order; timed from the pickling to the last answer. Against one process that opens "
+        "the database and reads every key in the same order. A worker's open is "
+        "`pickle.loads` of the handle and its first read. Over all repetitions: the ratio's "
+        "median, with the least and greatest in brackets; the opens of every worker.",
+        "",
+        markdown_table(header, rows, False),
+        "",
+    ]
+
+
+def own_summary(results):
+    """Preset e: one line per semidbm kernel for the terminal, its own two measurements."""
+    lines = []
+    alone, pool = own_runs(results, "alone"), own_runs(results, "pool")
+    for name in alone:
+        single, update = (statistics.median(alone_ratios(alone[name], way)) for way in ALONE_WAYS)
+        opens = [seconds for run in pool[name] for seconds in run["open_seconds"]]
+        lines.append(
+            "%s alone, shared/exclusive: single puts %s, update() %s; 2 pool workers/one "
+            "process: %s, opens up to %.3f ms."
+            % (
+                name,
+                format_ratio(single),
+                format_ratio(update),
+                format_ratio(statistics.median(pool_ratios(pool[name]))),
+                max(opens) * 1000,
+            )
+        )
+    return lines
+
+
 def targets_section(results):
     """The preset's targets for semidbm, each with its measured median ratio."""
     preset = results.preset
@@ -439,6 +587,8 @@ def report(results, settings, source_at_start, out_dir):
     if results.preset.classic:
         lines += reopen_sections(results, settings.repeat)
         lines += copy_rate_section(results, settings, settings.repeat)
+    lines += alone_section(results)
+    lines += pool_section(results)
     lines += targets_section(results)
     lines += notes_section(results)
     lines += draw_charts(results, out_dir)
@@ -470,7 +620,9 @@ def summary(results, settings, report_path):
                 "not apply, or the contender's db was smaller"
             )
         else:
-            ratios += " of items per second. n/a: the workload does not apply"
+            ratios += " of %s per second. n/a: the workload does not apply" % (
+                "operations" if preset.name == "e" else "items"
+            )
         prose.append(
             "How many times faster or slower semidbm is than each contender: %s." % ratios
         )
@@ -488,6 +640,7 @@ def summary(results, settings, report_path):
             "Slow contenders ran on fewer keys: %s."
             % ", ".join("%s %s" % (name, format_number(count)) for name, count in fewer.items())
         )
+    notes += own_summary(results)
     notes += ["%s %s." % (name, results.absent[name]) for name in results.absent if name != OURS]
     lines = [""]
     for paragraph in prose:

@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KEY_SIZE = 16
 
 #: The presets that ``--preset all`` runs, in order.
-ALL_PRESETS = ["small", "a", "b", "c", "d"]
+ALL_PRESETS = ["small", "a", "b", "c", "d", "e"]
 
 CLASSIC_CONTENDERS = [
     "semidbm",
@@ -40,6 +40,43 @@ SHELF_CONTENDERS = [
     "dbm.sqlite3",
     "dict",
 ]
+
+#: Preset e: the stores several processes can write, then those that cannot.
+PROCESS_CONTENDERS = [
+    "semidbm",
+    "semidbm-python",
+    "lmdb",
+    "diskcache",
+    "dbm.sqlite3",
+    "dbm.gnu",
+    "rocksdict",
+    "dbm.dumb",
+    "semidbm-0.5.1",
+]
+
+#: Preset e's workloads, run by four processes on one store.
+PROCESS_WORKLOADS = ["fill_4_writers", "mixed_4_processes"]
+
+#: Preset e's sizes, full and under ``--quick``: keys filled (so also the
+#: mixed workload's keys), operations per process in the mixed workload,
+#: keys written alone, keys read by the pool.
+PROCESS_SIZES = {
+    False: {"fill": 200_000, "mixed": 50_000, "alone": 200_000, "pool": 1_000_000},
+    True: {"fill": 4_000, "mixed": 2_000, "alone": 5_000, "pool": 20_000},
+}
+
+#: Preset e's slow contenders run the fill and the mixed workload on this
+#: fraction (one in N) of the keys and operations.
+PROCESS_SLOW = {"diskcache": 10, "dbm.sqlite3": 100}
+
+#: Preset e, a writer alone: the least shared/exclusive ratio wanted, single
+#: puts and updates of 1,000 items (issue 30).
+ALONE_TARGETS = {"single": 0.25, "update": 0.9}
+
+#: Preset e, a pickled handle: the least ratio of two pool workers to one
+#: process, and the most seconds a worker's open may take (issue 30).
+POOL_TARGET = 1.7
+OPEN_TARGET_SECONDS = 0.001
 
 #: In the order the classic worker runs them.
 CLASSIC_WORKLOADS = [
@@ -187,6 +224,19 @@ PRESETS = {
         SHELF_LARGE,
         [(row, other, 1) for row in SHELF_LARGE for other in ("dbm.gnu", "sqlitedict")],
         strict=True,
+    ),
+    "e": Preset(
+        "e",
+        "several processes on one database",
+        "_processes_worker.py",
+        PROCESS_CONTENDERS,
+        PROCESS_WORKLOADS,
+        [
+            ("fill_4_writers", "lmdb", 2),
+            ("fill_4_writers", "diskcache", 20),
+            ("mixed_4_processes", "lmdb", 1.5),
+        ],
+        repeat=3,
     ),
 }
 

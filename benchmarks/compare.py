@@ -3,7 +3,7 @@
 Usage (the nox session ``bench`` sets up the environments and runs this
 with the arguments after ``--``)::
 
-    bash scripts/nox.sh -s bench -- [--preset small|a|b|c|d|all] [--repeat R]
+    bash scripts/nox.sh -s bench -- [--preset small|a|b|c|d|e|all] [--repeat R]
         [--quick] [--keys N] [--value-size B] [--key-size K] [--all-keys]
         [--out-dir DIR]
 
@@ -23,7 +23,14 @@ The presets:
   iterated through ``shelve`` (``benchmarks/_shelf_worker.py``);
 - ``d``: a large-object cache: 5,000 values of 1 MB through ``shelve``,
   synced every 250 writes, then read cold and warm;
-- ``all``: the five, one after the other.
+- ``e``: several processes on one database (``benchmarks/_processes_worker.py``):
+  4 processes fill one store, each its own share of 200,000 keys, then
+  run 90% reads and 10% writes on it, every operation its own lock or
+  transaction; and, for semidbm alone, a shared writer against the
+  exclusive one (single puts, ``update()`` of 1,000 items) and a
+  read-only handle pickled to the 2 workers of a ``ProcessPoolExecutor``
+  that read 1,000,000 keys, against one process;
+- ``all``: the six, one after the other.
 
 ``--keys``, ``--value-size`` and ``--key-size`` change the classic
 presets (small, a, b); ``--quick`` shrinks every preset to a few seconds
@@ -37,8 +44,9 @@ The contenders:
 - ``semidbm-0.5.1``: the original from PyPI, run by ``.venv-v051/bin/python``
   (or by ``$SEMIDBM_V051_PYTHON`` if set), since it has our import name;
 - ``dbm.gnu`` and ``dbm.dumb`` from the standard library;
-- ``lmdb`` (classic presets): LMDB through its native binding (write
-  transactions of ``put``/``delete``, read transactions of ``get``);
+- ``lmdb`` (classic presets and e): LMDB through its native binding (write
+  transactions of ``put``/``delete``, read transactions of ``get``; in
+  preset e one transaction per operation, with ``sync=False``);
 - ``diskcache``: its persistent dict, ``diskcache.Index`` (a
   ``diskcache.Cache`` at its defaults evicts past 1 GB: a cache, not a
   store);
@@ -51,6 +59,11 @@ The contenders:
 - ``dict``: the reference in memory, not a rival: it keeps nothing in a
   file (a ``shelve.Shelf`` over a dict in preset c; not in d, where it
   would only measure 5 GB of memory).
+
+In preset e, semidbm runs as shared writers (flag ``"cm"``); gdbm and
+rocksdict refuse a second writer process, and dbm.dumb and semidbm
+0.5.1 have no lock between processes: the report names each of them
+with its reason instead of figures.
 
 Each is called as its users call it, at its documented defaults,
 durability included; the report's table of contenders says, for each,
@@ -101,6 +114,9 @@ from _provenance import REPO, from_top, source_version
 
 #: Where the reports go unless ``--out-dir`` says otherwise (ignored by git).
 RESULTS = os.path.join(REPO, "results", "bench")
+
+#: Why a worker may give no figures: the keys of its answer that say so.
+ABSENT = ("missing", "cannot")
 
 #: Under ``--quick``, the classic workers time each read workload for this long.
 QUICK_READ_SECONDS = 0.02
@@ -179,8 +195,11 @@ def worker_command(preset, name, settings, python, directory, seed):
 def run_worker(preset, name, settings, seed):
     """Run one contender of ``preset`` in a fresh process; return the worker's JSON result.
 
-    A missing interpreter or module gives ``{"missing": reason}``; any
-    other failure (a wrong read-back among them) ends this program.
+    A missing interpreter or module gives ``{"missing": reason}``, a
+    contender that cannot do the preset's work (several writer
+    processes) ``{"cannot": reason}``, each reason starting with that
+    word; any other failure (a wrong read-back among them) ends this
+    program.
     """
     python, reason = interpreter(name)
     if python is None:
@@ -191,8 +210,9 @@ def run_worker(preset, name, settings, seed):
     if done.returncode != 0:
         sys.exit("%s failed (exit status %d):\n%s" % (name, done.returncode, done.stderr.strip()))
     result = json.loads(done.stdout)
-    if "missing" in result:
-        result["missing"] = "missing: " + result["missing"]
+    for word in ABSENT:
+        if word in result:
+            result[word] = "%s: %s" % (word, result[word])
     return result
 
 def run_preset(preset, settings):
@@ -205,8 +225,9 @@ def run_preset(preset, settings):
                 continue
             started = time.monotonic()
             result = run_worker(preset, name, settings, seed=repetition)
-            if "missing" in result:
-                absent[name] = result["missing"]
+            reason = next((result[word] for word in ABSENT if word in result), None)
+            if reason:
+                absent[name] = reason
                 print("preset %s, %s: %s" % (preset.name, name, absent[name]), file=sys.stderr)
                 continue
             runs.setdefault(name, []).append(result)
@@ -278,11 +299,11 @@ def parse_arguments(argv=None):
         "--preset",
         choices=ALL_PRESETS + ["all"],
         default="small",
-        help="which benchmark (small: about a minute, the default; a, b, c, d: the full "
-        "ones; all: the five)",
+        help="which benchmark (small: about a minute, the default; a, b, c, d, e: the full "
+        "ones; all: the six)",
     )
     parser.add_argument(
-        "--repeat", type=int, help="repetitions (small: 3, the others: 5; 1 with --quick)"
+        "--repeat", type=int, help="repetitions (small and e: 3, the others: 5; 1 with --quick)"
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and one repetition: a smoke test"

@@ -1,17 +1,10 @@
 """The bulk operations' benchmark (benchmarks/bulk.py): its table, its arithmetic, on tiny sizes."""
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-import semidbm
-
 from .support import benchmark_scripts
-
-_BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
 @pytest.fixture
@@ -40,17 +33,7 @@ def test_every_way_is_timed_in_every_repetition(bulk):
 
 
 def test_the_script_prints_the_table(tmp_path):
-    # The semidbm under test, wherever the child starts.
-    here = os.path.dirname(os.path.dirname(os.path.abspath(semidbm.__file__)))
-    path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
-    result = subprocess.run(
-        [sys.executable, str(_BENCHMARKS / "bulk.py"), "--keys", "200", "--repeat", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=path),
-    )
+    result = benchmark_scripts.run("bulk.py", "--keys", "200", "--repeat", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert re.match(r"semidbm \S+ \((cython|python) kernel\), 200 keys of 16 bytes, values of "

@@ -10,14 +10,18 @@ session's setup waits for another apt's lock rather than fail.
 
 import argparse
 import ast
+import functools
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
+
+import semidbm
 
 from .support import benchmark_scripts
 
@@ -404,3 +408,157 @@ def test_every_apt_get_call_waits_for_the_lock():
     for line in runs:
         assert re.search(r'apt-get -o "DPkg::Lock::Timeout=\$lock_timeout"', line), line
     assert "lock_timeout=600" in shell
+
+
+# --- preset e: several processes on one database ----------------------------------
+
+
+processes = benchmark_scripts.load("_processes_worker")
+
+
+def own_run(ops, alone, pool):
+    """A preset-e result of semidbm: ``ops`` on "w", the measurements "alone" and "pool"."""
+    return {"ops_per_sec": {"w": ops}, "notes": [], "alone": alone, "pool": pool}
+
+
+def alone_rates(single, update):
+    """The measurement "alone": exclusive 100 ops/s, shared ``single`` and ``update``."""
+    return {
+        "single": {"exclusive": 100.0, "shared": single},
+        "update": {"exclusive": 100.0, "shared": update},
+    }
+
+
+def own_results():
+    """Three repetitions of semidbm: shared/exclusive 0.2, 0.3, 0.5 (single) and 1 (update)."""
+    runs = [
+        own_run(1, alone_rates(20.0, 100.0), {"one_process": 10.0, "workers": 20.0,
+                                              "open_seconds": [0.0002, 0.0004]}),
+        own_run(1, alone_rates(30.0, 100.0), {"one_process": 10.0, "workers": 15.0,
+                                              "open_seconds": [0.0003, 0.0011]}),
+        own_run(1, alone_rates(50.0, 100.0), {"one_process": 10.0, "workers": 18.0,
+                                              "open_seconds": [0.0002, 0.0002]}),
+    ]
+    preset = presets.Preset("e", "test", "_processes_worker.py", ["semidbm"], ["w"], [])
+    return compare.Results(preset, {"semidbm": runs}, {})
+
+
+def semidbm_rows(section):
+    """The table rows of semidbm in a report's ``section``."""
+    return [line for line in "\n".join(section).splitlines() if line.startswith("| semidbm ")]
+
+
+def test_a_ratio_cell_gives_the_median_and_the_range_of_the_repetitions():
+    assert compare_report.spread_cell([2, 10, 3]) == "3.00x (2.00-10.0)"
+    assert compare_report.spread_cell([4]) == "4.00x"
+    assert compare_report.spread_cell(None) == "n/a"
+
+
+def test_a_writer_alone_is_reported_as_the_median_shared_to_exclusive_ratio():
+    rows = semidbm_rows(compare_report.alone_section(own_results()))
+    # Single puts: ratios 0.2, 0.3, 0.5, median 0.3, against the target 0.25.
+    assert rows[0] == (
+        "| semidbm | single puts | 100 | 30 | 0.300x (0.200-0.500) | at least 0.250x | yes |"
+    )
+    assert rows[1].endswith("| 1.00x (1.00-1.00) | at least 0.900x | yes |")
+
+
+def test_the_pool_is_reported_against_one_process_with_every_worker_open():
+    rows = semidbm_rows(compare_report.pool_section(own_results()))
+    # Ratios 2, 1.5, 1.8: median 1.8 meets 1.7; one open of 1.1 ms misses 1 ms.
+    assert rows == [
+        "| semidbm | 10 | 18 | 1.80x (1.50-2.00) | yes | 0.250 | 1.100 | **no** |"
+    ]
+    summary = compare_report.own_summary(own_results())
+    assert summary == [
+        "semidbm alone, shared/exclusive: single puts 0.300x, update() 1.00x; 2 pool "
+        "workers/one process: 1.80x, opens up to 1.100 ms."
+    ]
+
+
+def test_the_other_presets_have_no_sections_of_their_own_measurements():
+    got = results({"semidbm": [run(2)], "other": [run(1)]})
+    assert compare_report.alone_section(got) == compare_report.pool_section(got) == []
+    assert compare_report.own_summary(got) == []
+
+
+def test_the_fill_shares_cover_every_key_once_and_the_mixed_puts_stay_in_their_share():
+    keys = [b"%016d" % n for n in range(103)]
+    values = [b"v%d" % n for n in range(103)]
+    fill = processes.fill_plan(keys, values)
+    assert len(fill.operations) == processes.PROCESSES
+    assert sorted(op for work in fill.operations for op in work) == list(zip(keys, values))
+    assert fill.expected == dict(zip(keys, values))
+    mixed = processes.mixed_plan(keys, values, 2000, seed=1)
+    owners = processes.shares(len(keys))
+    puts = 0
+    for work, share in zip(mixed.operations, owners):
+        mine = {keys[n] for n in share}
+        written = [key for key, value in work if value is not None]
+        assert set(written) <= mine
+        puts += len(written)
+    # About 10% puts (8,000 operations: 800 expected).
+    assert 650 < puts < 950
+    # The expected state: each key's last put, or its fill value.
+    last = dict(zip(keys, values))
+    for work in mixed.operations:
+        last.update((key, value) for key, value in work if value is not None)
+    assert mixed.expected == last != dict(zip(keys, values))
+    assert processes.mixed_plan(keys, values, 2000, seed=1).operations == mixed.operations
+
+
+def preset_e_settings():
+    return argparse.Namespace(all_keys=False, quick=True, repeat=1)
+
+
+def test_a_store_without_a_lock_between_processes_is_reported_as_unable():
+    preset = presets.Preset("e", "test", "_processes_worker.py", ["dbm.dumb"], ["w"], [])
+    got = compare.run_preset(preset, preset_e_settings())
+    assert got.runs == {}
+    assert got.absent["dbm.dumb"].startswith("cannot: no lock between processes")
+    assert got.missing_cell("dbm.dumb") == "cannot"
+    table = "\n".join(compare_report.speed_sections(got, 1))
+    assert "| w | cannot |" in table
+
+
+def test_gdbm_refuses_a_second_writer_process_and_is_reported_with_its_error():
+    pytest.importorskip(
+        "dbm.gnu", reason="this Python has no dbm.gnu (Debian's own has it with python3-gdbm)"
+    )
+    preset = presets.Preset("e", "test", "_processes_worker.py", ["dbm.gnu"], ["w"], [])
+    reason = compare.run_preset(preset, preset_e_settings()).absent["dbm.gnu"]
+    assert reason.startswith("cannot: a second writer process is refused: ")
+    # The error names the database by its file name, not the temporary directory.
+    assert reason.endswith("'probe'") and "semidbm-bench-" not in reason
+
+
+def test_a_store_that_lets_a_second_writer_in_is_not_reported_as_refusing(monkeypatch, tmp_path):
+    # The second process is spawned: it imports the worker by its name, as a script's child does.
+    monkeypatch.syspath_prepend(str(_BENCHMARKS))
+    monkeypatch.setitem(sys.modules, "_processes_worker", processes)
+    # A plain file opened for appending: any number of processes may.
+    appending = functools.partial(open, mode="a")
+    assert processes.second_writer_refusal(appending, str(tmp_path / "file")) is None
+
+
+@pytest.mark.parametrize("name", ["semidbm", "semidbm-python"])
+def test_a_quick_run_of_preset_e_times_every_workload_and_measurement(name):
+    if name == "semidbm" and semidbm.implementation != "cython":
+        pytest.skip("needs the compiled kernel; this install runs the pure-Python one")
+    preset = compare.PRESETS["e"]
+    started = time.monotonic()
+    result = compare.run_worker(preset, name, preset_e_settings(), seed=0)
+    assert time.monotonic() - started < 30
+    assert result["keys"] == presets.PROCESS_SIZES[True]["fill"]
+    assert set(result["ops_per_sec"]) == set(preset.workloads)
+    assert all(rate > 0 for rate in result["ops_per_sec"].values())
+    assert result["notes"] == [processes.SharedSemidbm.note]
+    for way in compare_report.ALONE_WAYS:
+        assert result["alone"][way]["exclusive"] > 0 and result["alone"][way]["shared"] > 0
+    assert result["pool"]["one_process"] > 0 and result["pool"]["workers"] > 0
+    assert len(result["pool"]["open_seconds"]) == processes.POOL_WORKERS
+    # The report has the rows of both measurements for it.
+    got = compare.Results(preset, {name: [result]}, {})
+    sections = compare_report.alone_section(got) + compare_report.pool_section(got)
+    rows = [line for line in "\n".join(sections).splitlines() if line.startswith("| %s |" % name)]
+    assert len(rows) == 3

@@ -2,17 +2,11 @@
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-import semidbm
-
 from .conftest import compiled_only
 from .support import benchmark_scripts
-
-_BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 
 @pytest.fixture
@@ -45,15 +39,7 @@ def test_touch_reads_one_byte_of_each_page_either_way(views):
 
 @compiled_only
 def test_a_quick_run_prints_every_measurement(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(_BENCHMARKS / "views.py"), "--quick", "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        # The semidbm these tests import, wherever the run starts.
-        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(semidbm.__file__))),
-    )
+    result = benchmark_scripts.run("views.py", "--quick", "--repeat", "1", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for name in ("touch", "hash", "objects cold", "objects warm"):
         assert re.search(r"^\| %s \| [\d.]+ \| [\d.]+ \| [\d.]+x \|$" % name, result.stdout, re.M)

@@ -5,8 +5,12 @@ plain names, as it does when run with its folder on ``sys.path``.
 """
 
 import importlib.util
+import os
 import pathlib
+import subprocess
 import sys
+
+import semidbm
 
 #: The benchmarks' directory.
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
@@ -28,3 +32,22 @@ def load(name, module_name=None, folder=BENCHMARKS):
     finally:
         sys.path.remove(str(folder))
     return module
+
+
+def run(script, *arguments, cwd):
+    """Run ``benchmarks/SCRIPT`` with ``arguments`` in ``cwd``; return the finished process.
+
+    It runs on this Python, with the semidbm under test first on its path
+    wherever ``cwd`` is, for at most two minutes; its output is captured
+    as text.
+    """
+    here = os.path.dirname(os.path.dirname(os.path.abspath(semidbm.__file__)))
+    path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=path),
+    )
