@@ -69,9 +69,8 @@ def test_writers_killed_while_writing_large_batches(kernel, tmp_path):
 
 
 #: Rounds of the ``shared`` workload per kernel: in each, 3 shared writers are killed one
-#: after another while the others write. The suite's short pass, and the slow run's.
+#: after another while the others write (docs/RELIABILITY.md has the long run's command).
 SHARED_ROUNDS = 8
-SHARED_SLOW_ROUNDS = 100
 
 
 def kill_shared_writers(kernel, path, rounds, seed):
@@ -94,15 +93,6 @@ def test_shared_writers_killed_at_random_moments(kernel, tmp_path):
     counts = kill_shared_writers(kernel, tmp_path / "db", SHARED_ROUNDS, seed=5)
     for phase in ("write", "compact"):
         assert counts["kills during " + phase] > 0, (phase, counts)
-
-
-@pytest.mark.slow
-@posix_only
-def test_shared_writers_killed_at_random_moments_for_long(kernel, tmp_path):
-    counts = kill_shared_writers(kernel, tmp_path / "db", SHARED_SLOW_ROUNDS, seed=6)
-    for what in ("kills during open", "kills during write", "kills during sync",
-                 "kills during compact", "compaction files left", "torn tails"):
-        assert counts[what] > 0, (what, counts)
 
 
 def test_log_of_a_killed_writer_drops_a_cut_line():

@@ -35,6 +35,8 @@ from .support.power_loss import needs_fuse, remove_scratch
 SEEDS = int(os.environ.get("SEMIDBM_POWERLOSS_SEEDS", "4"))
 CUTS = int(os.environ.get("SEMIDBM_POWERLOSS_CUTS", "0")) or None
 LENGTH = int(os.environ.get("SEMIDBM_POWERLOSS_LENGTH", "150"))
+#: Longer random workloads of two shared writers (one in the suite; more for a long run).
+SHARED_SEEDS = int(os.environ.get("SEMIDBM_POWERLOSS_SHARED_SEEDS", "1"))
 
 
 def replay(*trace, initial=None):
@@ -208,7 +210,7 @@ def test_two_shared_writers_at_every_cut_point(kernel, tmp_path):
 
 @needs_fuse
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(3, 3 + SEEDS))
+@pytest.mark.parametrize("seed", range(3, 3 + SHARED_SEEDS))
 def test_two_shared_writers_at_every_cut_point_for_long(kernel, seed, tmp_path):
     cut_two_writers(kernel, seed, 400, tmp_path)
 

@@ -1,7 +1,7 @@
 """Shared writers against a model: 4 writer processes and 2 readers (tests/harness/shared.py).
 
 A short run per kernel and one with the kernels mixed in the normal
-suite; longer ones behind ``slow``. The checker's own tests show that
+suite; docs/RELIABILITY.md has the command for long ones. The checker's own tests show that
 each of its checks fails on the history it must refuse.
 """
 
@@ -17,7 +17,6 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="shared writers need 
 #: How long the suite's runs last: long enough for thousands of turns and every kind of
 #: operation, compactions included.
 SECONDS = 3.0
-SLOW_SECONDS = 30.0
 #: What every run must have done, for its checks to mean something.
 DONE = ("turns", "modify", "delete (KeyError)", "delete_many", "delete_many (KeyError)",
         "update", "pop", "setdefault", "get", "compact", "sync", "refresh", "snapshots")
@@ -37,12 +36,6 @@ def test_shared_writers_and_readers_agree_with_the_model(kernel, tmp_path):
 @compiled_only
 def test_shared_writers_of_both_kernels_agree_with_the_model(tmp_path):
     run_and_check(tmp_path, ["cython", "python"] * 3, SECONDS, seed=3)
-
-
-@pytest.mark.slow
-@posix_only
-def test_shared_writers_agree_with_the_model_for_long(kernel, tmp_path):
-    run_and_check(tmp_path, [kernel_name(kernel)] * 6, SLOW_SECONDS, seed=7)
 
 
 # --- the checker refuses what it must ---

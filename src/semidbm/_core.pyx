@@ -140,6 +140,9 @@ cdef class Store:
     cdef uint64_t index_written
     # For a store made by _pending: what opens it at first use; None once open.
     cdef object opener
+    # The data file's (st_dev, st_ino) as load found it: a shared writer's turn
+    # compares the file named data with it (_files.writer_position).
+    cdef object identity
 
     def __cinit__(self):
         self.fd = -1
@@ -250,7 +253,9 @@ cdef class Store:
         or None.
         """
         cdef object torn_tail = None
-        cdef uint64_t size = os.fstat(self.fd).st_size
+        cdef object info = os.fstat(self.fd)
+        cdef uint64_t size = info.st_size
+        self.identity = (info.st_dev, info.st_ino)
         if size < HEADER_SIZE:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)
@@ -965,7 +970,7 @@ cdef class Store:
         cdef uint64_t size, start, end = 0
         with self.guard:
             self.check_writable("write")
-            replaced, size = _files.reader_position(self.directory, self.fd)
+            replaced, size = _files.writer_position(self.directory, self.identity)
             if replaced:
                 return self.reload(True)
             if size < self.log.disk_end:

@@ -172,6 +172,30 @@ def reader_position(directory, fd):
     return replaced, opened.st_size
 
 
+def writer_position(directory, identity):
+    """For a shared writer's turn: whether ``data`` is now another file than the one it has
+    open, whose ``file_identity`` is ``identity``, and else its size. Errors as DBMError.
+
+    One ``stat`` of the name, where a reader's refresh makes two: the
+    file the writer has open is known by its identity. (Its link count
+    alone would not do: a compaction leaves a file that has a second name,
+    a backup's hard link, with one link, as if it were still ``data``.)
+    """
+    try:
+        current = directory.stat(DATA_NAME)
+    except OSError as exc:
+        raise os_error(exc, "cannot catch up with %s" % directory.data_path) from None
+    if (current.st_dev, current.st_ino) != identity:
+        return True, 0
+    return False, current.st_size
+
+
+def file_identity(fd):
+    """What tells the open file ``fd`` from others: ``(st_dev, st_ino)``."""
+    opened = os.fstat(fd)
+    return opened.st_dev, opened.st_ino
+
+
 class Directory:
     """A database directory, held open so that renaming it redirects nothing.
 

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from ._files import BINARY, os_error
+from ._files import BINARY, file_identity, os_error
 from .errors import DBMError
 from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME
 
@@ -141,12 +141,6 @@ def _lock_for_writer(fd, shared=False):
     return False
 
 
-def _file_key(fd):
-    """What identifies the open file ``fd`` among files: (device, inode)."""
-    info = os.fstat(fd)
-    return info.st_dev, info.st_ino
-
-
 def _holder(fd):
     """The process id in the lock file if that process may hold the lock, or None.
 
@@ -160,7 +154,7 @@ def _holder(fd):
         text = os.read(fd, 32).decode("ascii", "replace").strip()
         pid = int(text) if text.isdigit() else 0
         if pid == os.getpid():
-            return pid if _file_key(fd) in _held else None
+            return pid if file_identity(fd) in _held else None
     except OSError:
         return None
     # 0 is no process (and os.kill(0, ...) would address the process group).
@@ -205,7 +199,7 @@ class WriterLock:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, b"%d\n" % os.getpid())
-            key = _file_key(fd)
+            key = file_identity(fd)
         except OSError as exc:
             os.close(fd)
             if isinstance(exc, DBMError):

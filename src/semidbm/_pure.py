@@ -151,6 +151,7 @@ class Store:
         "_torn_tail",
         "_version",
         "_opener",
+        "_identity",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -183,6 +184,7 @@ class Store:
         is at work).
         """
         self._index, self._disk_end, size, self._version = load_index(fd, self.path)
+        self._identity = _files.file_identity(fd)
         torn_tail = None
         if self._disk_end < size and not (writer_active is not None and writer_active()):
             torn_tail = _tail.settle_tail(
@@ -201,7 +203,7 @@ class Store:
         store._fd, store._directory, store._index, store._buffer = -1, None, {}, bytearray()
         store._buffer_size, store._disk_end, store._unsettled, store._verify = 0, 0, False, False
         store._guard, store._owner, store._busy = threading.RLock(), None, None
-        store._torn_tail, store._version = None, None
+        store._torn_tail, store._version, store._identity = None, None, None
         return store
 
     def _open_pending(self):
@@ -609,6 +611,7 @@ class Store:
                 self._fd = -1
                 replaced, failure = _compaction.install_compacted(self._directory)
                 self._fd = self._directory.open_data(True)
+                self._identity = _files.file_identity(self._fd)
                 if replaced:
                     self._index = index
                     self._disk_end = os.fstat(self._fd).st_size
@@ -706,7 +709,7 @@ class Store:
         """``_interface.Store._follow``: new records are read with ``pread``, as by ``refresh``."""
         with self._guard:
             self._check_writable("write")
-            replaced, size = _files.reader_position(self._directory, self._fd)
+            replaced, size = _files.writer_position(self._directory, self._identity)
             if replaced:
                 return self._reload(self._directory.open_data(True))
             if size == self._disk_end:
