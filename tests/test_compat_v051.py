@@ -410,9 +410,10 @@ def test_v051_reads_v051_fixture_after_our_writes(dbopen, name, compact, tmp_pat
 # --- this semidbm's databases, opened by 0.5.1 ---------------------------------
 
 
-@pytest.mark.parametrize("variant", ["default", "buffer_size_0", "close_compact"])
+@pytest.mark.parametrize("variant", ["default", "buffer_size_0", "close_compact", "shared"])
 @pytest.mark.parametrize("name", WHOLE)
 def test_v051_reads_what_we_write(dbopen, name, variant, tmp_path):
+    """Also what a shared writer writes (flag 'cm', another shared writer open beside it)."""
     case = CASES[name]
     path = tmp_path / "ours.db"
     want = expected(case)
@@ -424,6 +425,9 @@ def test_v051_reads_what_we_write(dbopen, name, variant, tmp_path):
         assert records_after_start((path / "data").read_bytes()) == model_records(ops, "ours")
         assert read_with_v051(path) == want
         db.close()
+    elif variant == "shared":
+        with dbopen(path, "cm") as db, dbopen(path, "wm"):
+            apply_ours(db, ops)
     else:
         db = dbopen(path, "c")
         apply_ours(db, ops)
