@@ -107,6 +107,46 @@ def test_threads_meeting_at_the_first_use_open_it_once(dbopen, hundred):
     handle.close()
 
 
+@pytest.mark.parametrize("flag", ["r", "wm"])
+def test_threads_racing_at_the_first_use_find_it_whole(dbopen, dbpath, flag):
+    """The other threads wait for the open, never use a half-open handle.
+
+    (Before: the compiled kernel's file was open before its keys were
+    found: a thread read a KeyError, and a shared writer's write went
+    into its buffer outside any turn.)
+    """
+    with dbopen(dbpath, "c") as writer:
+        writer.update((b"k%d" % number, b"v") for number in range(100_000))
+    with dbopen(dbpath, flag) as opened:
+        pickled = pickle.dumps(opened)
+    failures = []
+    for round_number in range(40):
+        handle = pickle.loads(pickled)
+        start = threading.Barrier(4)
+
+        def work(number, handle=handle, start=start, round_number=round_number):
+            start.wait()
+            try:
+                if flag == "wm" and number % 2:
+                    handle[b"t%d" % number] = b"%d" % round_number
+                elif handle[b"k%d" % (99_999 - number)] != b"v":
+                    failures.append("a wrong value")
+            except Exception as exc:  # noqa: BLE001 - every failure is the finding
+                failures.append(repr(exc))
+
+        threads = [threading.Thread(target=work, args=(number,)) for number in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if flag == "wm":
+            with dbopen(dbpath) as reader:  # each returned write is in the file
+                if [reader.get(b"t%d" % n) for n in (1, 3)] != [b"%d" % round_number] * 2:
+                    failures.append("a write outside its turn, round %d" % round_number)
+        handle.close()
+    assert failures == []
+
+
 def test_exclusive_writers_and_closed_databases_refuse_and_nothing_copies(dbopen, hundred):
     with dbopen(hundred, "w") as writer:
         with pytest.raises(TypeError, match="'wm' or 'cm'"):
@@ -179,6 +219,23 @@ def test_shelves_pickle_as_their_databases_do(dbpath):
     with semidbm.open_shelf(dbpath, "w") as shelf:
         with pytest.raises(TypeError, match="exclusive"):
             pickle.dumps(shelf)
+
+
+def test_a_handle_opens_the_database_in_the_format_it_has_then(dbopen, dbpath):
+    with dbopen(dbpath, "cm", format=1) as writer:
+        writer[b"k"] = b"v"
+        writer.compact(format=2)
+        handle = pickle.loads(pickle.dumps(writer))
+        assert handle.format_version == (2, 0)
+        handle.close()
+
+
+def test_an_unpickled_reader_refuses_writes_as_an_opened_one(dbopen, hundred):
+    with dbopen(hundred) as reader:
+        pickled = pickle.dumps(reader)
+    for write in (lambda db: db.compact(), lambda db: db.close(compact=True)):
+        with pytest.raises(semidbm.error, match="read-only"):
+            write(pickle.loads(pickled))
 
 
 def test_a_handle_is_a_path_not_a_snapshot(dbopen, hundred):

@@ -19,7 +19,7 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import _lock, db
+from semidbm import _files, _lock, _pure, db
 from semidbm.format import WRITE_LOCK_NAME
 
 from .conftest import kernel_name
@@ -91,6 +91,62 @@ def test_locked_is_for_shared_writers_only(database):
             pass
 
 
+@pytest.mark.parametrize("shared_open", [True, False], ids=["still-open", "closed"])
+def test_an_exclusive_creation_keeps_what_shared_writers_wrote_meanwhile(
+    dbopen, dbpath, monkeypatch, shared_open
+):
+    """'c' makes the directory, and a shared writer joins and writes before 'c' locks it.
+
+    Before: the exclusive writer wrote a new empty data file over the
+    shared writer's once it had closed, or, refused while it was open,
+    removed the database it wrote.
+    """
+    locking = _lock.WriterLock.__init__
+    made, joined = threading.Event(), threading.Event()
+
+    def slow_lock(self, directory, mode):
+        made.set()
+        joined.wait(60)
+        locking(self, directory, mode)
+
+    monkeypatch.setattr(_lock.WriterLock, "__init__", slow_lock)
+    outcome = []
+    creator = threading.Thread(target=lambda: outcome.append(_open_or_error(dbopen, dbpath)))
+    creator.start()
+    made.wait(60)
+    shared = dbopen(dbpath, "cm")
+    shared[b"k"] = b"v"
+    if not shared_open:
+        shared.close()
+    joined.set()
+    creator.join()
+    if shared_open:
+        assert "open by shared writers" in str(outcome[0])  # refused, and removed nothing
+        shared.close()
+    else:
+        outcome[0].close()  # it found the data file, and kept it
+    assert contents(_pure, dbpath) == {b"k": b"v"}
+
+
+def _open_or_error(dbopen, path):
+    """``dbopen(path, "c")``, or the error it raised."""
+    try:
+        return dbopen(path, "c")
+    except semidbm.error as exc:
+        return exc
+
+
+def test_closing_needs_no_turn_when_the_catch_up_fails(dbopen, dbpath):
+    writer = dbopen(dbpath, "cm")
+    writer[b"k"] = b"v"
+    os.remove(os.path.join(dbpath, "data"))
+    with pytest.raises(semidbm.error, match="cannot catch up"):
+        writer.close()
+    assert writer.closed
+    writer.close()  # closed: nothing to do
+    dbopen(dbpath, "c").close()  # its locks are gone with it
+
+
 # --- turns: what each writer sees ---
 
 
@@ -142,7 +198,7 @@ def test_a_compaction_by_one_writer_loses_and_revives_nothing_for_another(kernel
         first.sync()
         second.sync()
         assert dict(second.items()) == model
-    for reader_kernel in (semidbm._pure, kernel):
+    for reader_kernel in (_pure, kernel):
         assert contents(reader_kernel, dbpath) == model
 
 
@@ -168,9 +224,9 @@ def test_batches_hold_one_turn_and_commit_once(dbopen, dbpath):
             # The turn began by catching up: the read is current.
             batch[b"n"] = b"%d" % (int(second[b"n"]) + 1)
             batch[b"m"] = b"x"
-            with pytest.raises(semidbm.error) as raised:
-                first[b"z"] = b"1"
-            assert raised.value.errno == errno.ETIMEDOUT
+            with pytest.raises(semidbm.error, match="it would wait for itself") as raised:
+                first[b"z"] = b"1"  # this thread holds the turn, through second
+            assert raised.value.errno == errno.EDEADLK
         first.refresh()
         assert first[b"n"] == b"2" and first[b"m"] == b"x"
         with pytest.raises(ZeroDivisionError):
@@ -183,31 +239,103 @@ def test_batches_hold_one_turn_and_commit_once(dbopen, dbpath):
 
 def test_lock_timeout_names_the_holder(dbopen, dbpath):
     with dbopen(dbpath, "cm") as holder, dbopen(dbpath, "wm", lock_timeout=0.05) as waiter:
-        with holder.locked():
-            holder[b"a"] = b"1"
+        held, done = threading.Event(), threading.Event()
+
+        def hold():
+            with holder.locked():
+                holder[b"a"] = b"1"
+                held.set()
+                done.wait(60)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        held.wait(60)
+        try:
             with pytest.raises(semidbm.error, match="process %d" % os.getpid()) as raised:
                 waiter[b"b"] = b"2"
             assert raised.value.errno == errno.ETIMEDOUT
+        finally:
+            done.set()
+            thread.join()
         waiter[b"b"] = b"2"
         assert waiter[b"a"] == b"1"
 
 
-def test_threads_take_turns_inside_one_process(dbopen, dbpath):
-    database = dbopen(dbpath, "cm")
-    database[b"n"] = b"0"
+def test_threads_wait_for_each_others_turns_within_the_timeout(dbopen, dbpath):
+    database = dbopen(dbpath, "cm", lock_timeout=0.05)
+    held, done = threading.Event(), threading.Event()
 
-    def increment():
-        for _ in range(500):
-            with database.locked():
-                database[b"n"] = b"%d" % (int(database[b"n"]) + 1)
+    def hold():
+        with database.locked():
+            held.set()
+            done.wait(60)
 
-    threads = [threading.Thread(target=increment) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(60)
+    try:
+        with pytest.raises(semidbm.error) as raised:
+            database[b"k"] = b"v"
+        assert raised.value.errno == errno.ETIMEDOUT
+    finally:
+        done.set()
         thread.join()
-    assert database[b"n"] == b"2000"
+    database[b"k"] = b"v"
     database.close()
+
+
+def test_a_turn_may_end_in_another_thread(dbopen, dbpath):
+    """A generator suspended in a locked() block, closed by another thread, ends the turn."""
+    database = dbopen(dbpath, "cm", lock_timeout=0.5)
+
+    def in_a_turn():
+        with database.locked():
+            yield
+
+    block = in_a_turn()
+    next(block)  # the main thread's turn
+    thread = threading.Thread(target=block.close)
+    thread.start()
+    thread.join()
+    database[b"k"] = b"v"  # a turn of its own, written when it returns
+    with dbopen(dbpath) as reader:
+        assert reader[b"k"] == b"v"
+    database.close()
+
+
+@pytest.mark.parametrize("after_the_write", [True, False], ids=["after", "before"])
+def test_an_exception_in_the_write_of_a_turn_leaves_no_buffer_behind(
+    dbpath, monkeypatch, after_the_write
+):
+    """An exception from a signal handler in the pure kernel's last write of a turn.
+
+    Landing after the bytes reached the file, the write stands; before,
+    the turn's changes are dropped. Either way nothing stays buffered past
+    the turn (before: the buffer was written again at the next turn,
+    after another writer's newer value, which it undid).
+    """
+    written = _files.write_all
+    armed = []
+
+    def write_all(fd, data):
+        if armed and not after_the_write:
+            armed.clear()
+            raise KeyboardInterrupt
+        written(fd, data)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_files, "write_all", write_all)
+    with db.open_with(_pure, dbpath, "cm") as first, db.open_with(
+        _pure, dbpath, "wm"
+    ) as second:
+        armed.append(True)
+        with pytest.raises(KeyboardInterrupt):
+            first[b"k"] = b"old"
+        second[b"k"] = b"new"
+        first[b"x"] = b"1"  # the next turn writes only its own record
+        assert contents(_pure, dbpath) == {b"k": b"new", b"x": b"1"}
 
 
 # --- processes ---
@@ -334,7 +462,7 @@ def test_a_forked_child_may_read_a_shared_writer_but_not_write(dbopen, dbpath):
         os.waitpid(pid, 0)
         os.close(reader)
         database[b"parent"] = b"1"  # the child's exit unlocked nothing
-        assert contents(semidbm._pure, dbpath) == {b"k": b"v", b"parent": b"1"}
+        assert contents(_pure, dbpath) == {b"k": b"v", b"parent": b"1"}
 
 
 def test_a_failed_write_is_cut_back_and_its_turn_kept_nothing(kernel, small_disk):

@@ -186,7 +186,7 @@ cdef class Store:
 
     def _open_pending(self):
         """``_interface.Store._open_pending``."""
-        if self.fd < 0 and self.opener is not None:
+        if self.opener is not None:
             self.check_open()
 
     def __dealloc__(self):
@@ -310,8 +310,26 @@ cdef class Store:
         if self.fd < 0:
             if self.opener is None:
                 raise DBMError(_messages.CLOSED % self.path)
-            self.opener(self)  # a store made by _pending: opened at its first use
-            self.opener = None
+            self.open_pending()
+        return 0
+
+    cdef int open_pending(self) except -1:
+        """Open a store made by ``_pending``, at its first use, holding the guard.
+
+        The store is busy meanwhile: another thread's operation waits for
+        the guard, then finds it open, never half open (its file open and
+        its keys not yet found).
+        """
+        with self.guard:
+            if self.opener is not None:
+                self.busy = True
+                try:
+                    self.opener(self)
+                    self.opener = None
+                finally:
+                    self.busy = False
+            elif self.fd < 0:
+                raise DBMError(_messages.CLOSED % self.path)
         return 0
 
     cdef int check_writable(self, str action) except -1:
@@ -793,7 +811,9 @@ cdef class Store:
 
     def compact(self, progress=None, format=None):
         """``_interface.Store.compact``: a walk of the mapped log copies the live records."""
-        cdef int major = self.version[0] if format is None else check_format(format)
+        cdef int major
+        if format is not None:
+            check_format(format)
 
         def write_records(out):
             empty_at = self.write_live(out, progress)
@@ -802,6 +822,7 @@ cdef class Store:
 
         with self.guard:
             self.check_writable("compact")
+            major = self.version[0] if format is None else check_format(format)
             _compaction.check_views_released(self.path, self.views.alive)
             self.flush()
             keys_verify(self)
@@ -1072,7 +1093,7 @@ cdef class Store:
         rather than landing in a buffer about to be freed unwritten.
         """
         with self.guard:
-            if self.busy:
+            if self.busy and self.opener is None:  # busy opening: a failed open closes it
                 raise DBMError(COMPACTING % self.path)
             self.opener = None
             if self.fd < 0:

@@ -265,6 +265,14 @@ def writer_active(directory):
         os.close(fd)
 
 
+#: The turn file of each turn this process holds (by identity), with the thread holding
+#: it: a thread that asks, through another handle, for a turn it holds would wait for itself.
+_turns_held: dict[tuple[int, int], int] = {}
+if hasattr(os, "register_at_fork"):
+    # A forked child holds none: its threads are not those of the parent.
+    os.register_at_fork(after_in_child=_turns_held.clear)
+
+
 class SharedLock:
     """The locks of one shared writer: its membership, and its turns.
 
@@ -275,16 +283,21 @@ class SharedLock:
     batch, or one :meth:`semidbm.Database.locked` block): the holder
     alone appends to the log, cuts it, compacts it or writes the index
     file. ``flock`` belongs to the open file, which every thread of the
-    process shares, so a re-entrant mutex first makes the threads take
-    turns among themselves; a turn taken inside another (an operation
-    inside a batch) only counts. The operating system drops both locks
-    when the process dies, however it dies.
+    process shares, so a mutex first makes the threads take turns among
+    themselves, within the same timeout. A turn taken inside another of
+    the same thread (an operation inside a batch) only counts: ``enter``
+    returns its depth, and ``leave`` goes back to the depth below it, so
+    that a ``leave`` that an exception from a signal handler skipped is
+    made good by the one of the turn around it. The operating system
+    drops both locks when the process dies, however it dies; closing
+    drops them too, whatever state a turn was left in.
     """
 
     def __init__(self, directory, mode, timeout):
         self._directory = directory
         self._timeout = timeout
-        self._mutex = threading.RLock()
+        self._mutex = threading.Lock()
+        self._owner = None  # the thread in the turn
         self._depth = 0
         self._fd = self._turn_fd = -1
         fd = _open_lock_file(directory, LOCK_NAME, mode)
@@ -292,7 +305,11 @@ class SharedLock:
             if not _lock_for_writer(fd, shared=True):
                 raise _refusal(fd, directory)
             self._turn_fd = _open_lock_file(directory, WRITE_LOCK_NAME, mode)
+            self._turn_key = file_identity(self._turn_fd)
         except BaseException:
+            if self._turn_fd >= 0:
+                os.close(self._turn_fd)
+                self._turn_fd = -1
             os.close(fd)
             raise
         self._fd = fd
@@ -300,44 +317,63 @@ class SharedLock:
     def enter(self, follow=None):
         """Begin a turn: wait for ``lock.write``, then call ``follow()`` (catch up with the log).
 
-        A turn inside another of this thread only counts. Returns False,
-        taking nothing, once the lock is released (the database closed):
-        the operation then raises the closed database's error itself.
+        Returns the turn's depth (1 for the outermost), for :meth:`leave`;
+        0, taking nothing, once the lock is released (the database
+        closed): the operation then raises the closed database's error
+        itself. DBMError (``EDEADLK``) if this thread holds the turn
+        through another handle of the same database.
         """
-        self._mutex.acquire()
-        if self._turn_fd < 0:
-            self._mutex.release()
-            return False
-        if self._depth == 0:
-            try:
-                self._wait_for_turn()
-            except BaseException:
-                self._mutex.release()
-                raise
-            self._depth = 1
-            if follow is not None:
-                try:
-                    follow()
-                except BaseException:
-                    self.leave()
-                    raise
-        else:
+        me = threading.get_ident()
+        if self._owner == me:
             self._depth += 1
-        return True
-
-    def leave(self, publish=None):
-        """End a turn that :meth:`enter` began; the outermost calls ``publish()``, then unlocks.
-
-        ``publish`` writes what the turn buffered to the file: no buffered
-        write outlives the turn.
-        """
+            return self._depth
+        if _turns_held.get(self._turn_key) == me:
+            raise DBMError(
+                errno.EDEADLK,
+                "this thread holds the write lock of semidbm database through another "
+                "handle (in its locked() block or batch): it would wait for itself",
+                self._directory,
+            )
+        if not self._mutex.acquire(timeout=-1 if self._timeout is None else self._timeout):
+            raise self._timed_out()  # another thread of this process holds the turn
         try:
-            if self._depth == 1 and publish is not None and self._turn_fd >= 0:
+            if self._turn_fd < 0:
+                self._mutex.release()
+                return 0
+            self._wait_for_turn()
+        except BaseException:
+            self._mutex.release()
+            raise
+        self._owner, self._depth = me, 1
+        _turns_held[self._turn_key] = me
+        if follow is not None:
+            try:
+                follow()
+            except BaseException:
+                self.leave(None, 1)
+                raise
+        return 1
+
+    def leave(self, publish, depth):
+        """End the turn of ``depth`` that :meth:`enter` began; the outermost calls ``publish()``
+        (which writes what the turn buffered to the file: no buffered write outlives the turn),
+        then unlocks.
+
+        Another thread may end it (a generator suspended in a ``locked()``
+        block, closed there): the mutex is a plain lock, which any thread
+        may release.
+        """
+        if depth > 1:
+            self._depth = depth - 1
+            return
+        try:
+            if publish is not None and self._turn_fd >= 0:
                 publish()
         finally:
-            self._depth -= 1
+            self._owner, self._depth = None, 0
+            _turns_held.pop(self._turn_key, None)
             try:
-                if self._depth == 0 and self._turn_fd >= 0:
+                if self._turn_fd >= 0:
                     _unlock(self._turn_fd)
             finally:
                 self._mutex.release()
@@ -380,15 +416,18 @@ class SharedLock:
     def release(self):
         """Unlock and close both files; releasing again does nothing.
 
-        Called at close, which may be inside a turn of this thread: the
-        turn then just ends with it.
+        At close: it waits (up to the timeout) for another thread's turn
+        to end; a turn of this thread (close inside a ``locked()`` block)
+        just ends with it.
         """
-        with self._mutex:
-            fds = (self._fd, self._turn_fd)
-            self._fd = self._turn_fd = -1
-            for fd in fds:
-                if fd >= 0:
-                    os.close(fd)  # closing the last descriptor of the file unlocks it
+        waited = self._owner != threading.get_ident() and self._mutex.acquire(
+            timeout=-1 if self._timeout is None else self._timeout
+        )
+        try:
+            self._close_files()
+        finally:
+            if waited:
+                self._mutex.release()
 
     def forget(self):
         """Close this process's copies without unlocking (in a forked child).
@@ -396,16 +435,22 @@ class SharedLock:
         The parent's locks belong to the open files the child shares: a
         turn the parent holds must go on being held.
         """
+        self._mutex = threading.Lock()
+        self._owner, self._depth = None, 0
+        self._close_files()
+
+    def _close_files(self):
+        """Close both lock files (closing the last descriptor of a file unlocks it)."""
         fds = (self._fd, self._turn_fd)
         self._fd = self._turn_fd = -1
-        self._mutex = threading.RLock()
-        self._depth = 0
+        if self._owner is not None:
+            _turns_held.pop(self._turn_key, None)
         for fd in fds:
             if fd >= 0:
                 os.close(fd)
 
     def __del__(self):
-        self.forget()
+        self._close_files()
 
 
 def _compaction_size(directory):

@@ -168,7 +168,8 @@ class Store:
         self._owner = None
         self._busy = None
         self._torn_tail = None
-        self._opener = None
+        if not hasattr(self, "_opener"):  # one made by _pending keeps its opener until it is open
+            self._opener = None
         fd = directory.open_data(writable)  # the API layer closes the directory if this raises
         try:
             self._torn_tail = self._load(fd, recover, writer_active)
@@ -593,9 +594,11 @@ class Store:
 
     def compact(self, progress=None, format=None):
         """``_interface.Store.compact``: the old log is read in order, its live records copied."""
-        major = self._version[0] if format is None else check_format(format)
+        if format is not None:
+            check_format(format)
         with self._guard:
             self._check_writable("compact")
+            major = self._version[0] if format is None else check_format(format)
             self._busy = _messages.INTERRUPTED
             try:
                 self._flush()
@@ -711,7 +714,7 @@ class Store:
             self._check_writable("write")
             replaced, size = _files.writer_position(self._directory, self._identity)
             if replaced:
-                return self._reload(self._directory.open_data(True))
+                return self._reload(None)
             if size == self._disk_end:
                 return None
             self._busy = _messages.INTERRUPTED
@@ -724,18 +727,31 @@ class Store:
             return None
 
     def _publish(self):
-        """``_interface.Store._publish``."""
+        """``_interface.Store._publish``.
+
+        Whatever stops the write (a full disk, or an exception from a
+        signal handler, which may land after the bytes are written), the
+        turn ends with the buffer written or dropped: if the file holds it
+        all, it is taken as written; otherwise it is cut back and dropped.
+        """
         with self._guard:
             if self._fd < 0:
                 return
             try:
                 self._flush()
-            except DBMError:
-                self._abandon()
+            except BaseException:
+                buffered = len(self._buffer)
+                if buffered:
+                    if _files.written_beyond(self._fd, self._disk_end, buffered) == buffered:
+                        self._disk_end += buffered
+                        self._buffer, self._unsettled = bytearray(), False
+                    else:
+                        self._abandon()
                 raise
 
     def _reload(self, fd):
-        """Replay the log of ``fd`` (this store's file, or the one that replaced it) as at open.
+        """Replay the log of ``fd`` (this store's file; None: open the one that replaced it) as at
+        open.
 
         For a shared writer in its turn: the file was replaced (another
         writer compacted), its last record is torn (cut here, as at
@@ -743,7 +759,8 @@ class Store:
         """
         self._busy = _messages.INTERRUPTED
         try:
-            if fd != self._fd:
+            if fd is None:
+                fd = self._directory.open_data(True)
                 os.close(self._fd)
                 self._fd = fd
             return self._load(fd, False, None)

@@ -57,12 +57,13 @@ def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def in_turn(self: Any, *args: Any, **kwds: Any) -> Any:
         lock = self._lock or self._open_lock()
-        if lock is None or not lock.enter(self._follow_and_warn):
+        depth = 0 if lock is None else lock.enter(self._follow_and_warn)
+        if not depth:
             return method(self, *args, **kwds)
         try:
             return method(self, *args, **kwds)
         finally:
-            lock.leave(self._publish)
+            lock.leave(self._publish, depth)
 
     return in_turn
 
@@ -80,7 +81,7 @@ class TurnBatch(Batch):
 
     def __init__(self, database: Any) -> None:
         super().__init__(database)
-        self._turn = False
+        self._turn = 0  # the depth of its turn, once entered
 
     def __enter__(self) -> TurnBatch:
         super().__enter__()
@@ -96,9 +97,9 @@ class TurnBatch(Batch):
             super().__exit__(*exc_info)
         finally:
             if self._turn:
-                self._turn = False
+                depth, self._turn = self._turn, 0
                 database = self._database
-                database._lock.leave(database._publish)  # type: ignore[attr-defined]
+                database._lock.leave(database._publish, depth)  # type: ignore[attr-defined]
 
 
 def shared_class(
@@ -125,26 +126,43 @@ def shared_class(
         warn_of_torn_tail(self.path, self._follow())
 
     def close(self: Any, compact: bool = False) -> None:
-        """:meth:`semidbm.Database.close`, in a turn: the last write-out may append a checkpoint."""
+        """:meth:`semidbm.Database.close`, in a turn: the last write-out may append a checkpoint.
+
+        If the turn cannot be had (its wait timed out, or the catch-up
+        failed: the data file gone), the database is closed all the same,
+        without writing (every turn has written its records already; the
+        last fsync and index file are what is not done), and the error
+        is raised.
+        """
         lock = self._lock
-        if lock is None or self.closed or not lock.enter(self._follow_and_warn):
+        if lock is None or self.closed:
+            base.close(self, compact)  # type: ignore[call-arg]
+            return
+        try:
+            depth = lock.enter(self._follow_and_warn)
+        except BaseException:
+            self._disown()  # read-only, its lock files closed: closing writes nothing
+            base.close(self)  # type: ignore[call-arg]
+            raise
+        if not depth:
             base.close(self, compact)  # type: ignore[call-arg]
             return
         try:
             base.close(self, compact)  # type: ignore[call-arg]
         finally:
-            lock.leave()
+            lock.leave(None, depth)
 
     @contextlib.contextmanager
     def locked(self: Any) -> Iterator[Any]:
         """:meth:`semidbm.Database.locked`: one turn for the whole block."""
         lock = self._lock or self._open_lock()
-        if lock is None or not lock.enter(self._follow_and_warn):
+        depth = 0 if lock is None else lock.enter(self._follow_and_warn)
+        if not depth:
             raise DBMError(_messages.CLOSED % self.path)
         try:
             yield self
         finally:
-            lock.leave(self._publish)
+            lock.leave(self._publish, depth)
 
     members.update(
         __slots__=(),

@@ -342,21 +342,22 @@ def _open_into(database, kernel, arguments):
         )
     except BaseException as exc:
         directory.close()
+        if created:  # while the lock keeps anyone else from joining it
+            _remove_new_database(path)
         if lock is not None:
             if shared:
-                lock.leave()
+                lock.leave(None, 1)
             lock.release()
-        if created:
-            _remove_new_database(path)
         # A writer that could not cut the torn tail it found: say what it found.
         _warn_of_torn_tail(directory.data_path, getattr(exc, "torn_tail", None))
         raise
     if shared:
-        lock.leave()  # the turn in which it was opened: nothing is buffered yet
+        lock.leave(None, 1)  # the turn in which it was opened: nothing is buffered yet
     database._lock = lock
     database._cursor = None
-    # A pickled handle opens the same database from any working directory.
-    database._arguments = arguments._replace(path=os.path.abspath(path))
+    # A pickled handle opens the same database from any working directory, in the format
+    # it has then (a compaction may convert it).
+    database._arguments = arguments._replace(path=os.path.abspath(path), format=None)
     try:
         _warn_of_torn_tail(database.path, database.torn_tail)
     except BaseException:  # a filter that turns warnings into errors
@@ -455,24 +456,35 @@ def _prepare(path, flag, mode, major, timeout):
         raise _files.os_error(exc, "cannot open semidbm database") from None
 
 
+#: How many times a shared writer looks again at a path that other processes change
+#: under it while it opens (each creating the database, or replacing an empty file).
+_CREATION_TRIES = 10
+
+
 def _prepare_or_fail(path, flag, mode, major, timeout):
     """``_prepare``, with the operating system's errors as they come."""
     shared = flag in SHARED_FLAGS
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        if flag[0] in "rw":
-            raise DBMError(errno.ENOENT, "no semidbm database", path) from None
+    for tries_left in range(_CREATION_TRIES - 1, -1, -1):
         try:
-            return _create_database(path, mode, major, shared, timeout)
-        except FileExistsError:
-            if not shared:
-                raise
-            # Another shared writer made the directory meanwhile: join it.
             info = os.stat(path)
-    if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag[0] in "cn":
-        os.remove(path)
-        return _create_database(path, mode, major, shared, timeout)
+        except FileNotFoundError:
+            if flag[0] in "rw":
+                raise DBMError(errno.ENOENT, "no semidbm database", path) from None
+            info = None
+        try:
+            if info is None:
+                return _create_database(path, mode, major, shared, timeout)
+            if stat.S_ISREG(info.st_mode) and info.st_size == 0 and flag[0] in "cn":
+                os.remove(path)
+                return _create_database(path, mode, major, shared, timeout)
+        except (FileExistsError, FileNotFoundError, IsADirectoryError):
+            # Another process made the database meanwhile, or removed the empty file
+            # first: look again (a shared writer joins it; another writer then finds
+            # it locked, or opens it).
+            if not tries_left:
+                raise
+            continue
+        break
     if not stat.S_ISDIR(info.st_mode):
         raise DBMError("not a semidbm database (not a directory): %r" % path)
     directory = _files.Directory(path)
@@ -513,7 +525,7 @@ def _check_database(directory, flag, mode, major, timeout):
             _create_data_file(directory, mode, major)
     except BaseException:
         if flag in SHARED_FLAGS:
-            lock.leave()
+            lock.leave(None, 1)
         lock.release()
         raise
     return directory, lock
@@ -528,16 +540,18 @@ def _check_directory(directory, flag):
     try:
         data_info = directory.stat(DATA_NAME)
     except FileNotFoundError:
-        data_info = None
-    if data_info is None:
-        # The locks and a data.compact are what a creation killed before its rename leaves.
-        if flag[0] in "rw" or not set(directory.listdir()) <= {
-            LOCK_NAME, WRITE_LOCK_NAME, COMPACT_NAME,
-        }:
-            raise DBMError("not a semidbm database (no data file): %r" % directory.path)
-    elif not stat.S_ISREG(data_info.st_mode):
+        names = set(directory.listdir())
+        if DATA_NAME not in names:  # else made since, by a writer creating the database
+            # The locks and a data.compact are what a creation killed before its rename leaves.
+            if flag[0] in "rw" or not names <= {LOCK_NAME, WRITE_LOCK_NAME, COMPACT_NAME}:
+                raise DBMError(
+                    "not a semidbm database (no data file): %r" % directory.path
+                ) from None
+            return
+        data_info = directory.stat(DATA_NAME)
+    if not stat.S_ISREG(data_info.st_mode):
         raise DBMError("not a semidbm database (data is not a file): %r" % directory.data_path)
-    elif flag == "n" and not _starts_like_semidbm(directory):
+    if flag == "n" and not _starts_like_semidbm(directory):
         raise DBMError(
             "not a semidbm database (its data file has no semidbm header), "
             "refusing to replace it: %r" % directory.data_path
@@ -594,35 +608,45 @@ def _create_database(path, mode, major, shared, timeout):
     last: the fsyncs of the data file and of the new directory have by
     then committed its new entry on most filesystems, so this one is
     cheap (one journal commit fewer than flushing it first), and no state
-    a crash can leave in between is new (``_prepare`` handles each). If
-    any step fails, what was made is removed, except by a shared writer
-    (``shared``): others may have joined the new database at once, so it
-    is left as a creation cut short, which the next opening completes;
-    and another may write the data file first, in its turn.
+    a crash can leave in between is new (``_prepare`` handles each).
+
+    Between the new directory and its lock, shared writers (``'cm'``)
+    may join it and write: a data file found once locked is theirs, and
+    is kept (the database is not this call's). If a step fails, what this
+    call made is removed while it still holds the exclusive lock, which
+    keeps anyone else out; a shared writer removes nothing (others may
+    have joined it at once: it stays a creation cut short, which the
+    next opening completes), and neither does a writer refused because
+    others hold the lock, but the directory if it is still empty.
     """
     os.mkdir(path, mode | ((mode & 0o444) >> 2))
     directory = lock = None
+    ours = False  # the data file is this call's, and no one else has joined
+    entered = False  # a shared writer's turn
     try:
         directory = _files.Directory(path)
         if shared:
             lock = _lock.SharedLock(path, mode, timeout)
-            lock.enter()
+            entered = bool(lock.enter())
         else:
             lock = _lock.WriterLock(path, mode)
-        if not (shared and directory.exists(DATA_NAME)):
+        if not directory.exists(DATA_NAME):
+            ours = not shared
             _create_data_file(directory, mode, major)
         _files.fsync_directory(os.path.dirname(os.path.abspath(path)))
     except BaseException:
+        if ours:
+            _remove_new_database(path)
+        elif lock is None:
+            _remove_empty_directory(path)  # failed before any lock: it may hold nothing
+        if entered:
+            lock.leave(None, 1)
         if lock is not None:
-            if shared:
-                lock.leave()
             lock.release()
         if directory is not None:
             directory.close()
-        if not shared:
-            _remove_new_database(path)
         raise
-    return directory, lock, not shared
+    return directory, lock, ours
 
 
 def _remove_new_database(path):
@@ -637,6 +661,11 @@ def _remove_new_database(path):
             os.remove(os.path.join(path, name))
         except OSError:
             pass
+    _remove_empty_directory(path)
+
+
+def _remove_empty_directory(path):
+    """Remove the directory ``path`` if it is empty (if not, or on any error, leave it)."""
     try:
         os.rmdir(path)
     except OSError:
