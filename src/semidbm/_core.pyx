@@ -255,7 +255,8 @@ cdef class Store:
         cdef object torn_tail = None
         cdef object info = os.fstat(self.fd)
         cdef uint64_t size = info.st_size
-        self.identity = (info.st_dev, info.st_ino)
+        if self.writable:
+            self.identity = (info.st_dev, info.st_ino)
         if size < HEADER_SIZE:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)

@@ -22,7 +22,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
@@ -96,6 +96,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
         return _classes[kernel]
     except KeyError:
         pass
+    kernel_name = _kernel.name_of(kernel)  # what a pickled database names its kernel by
 
     # A base known at run time only: type checkers see semidbm.Database.
     class SemiDBM(kernel.Store, Database):  # type: ignore[name-defined, misc]
@@ -128,9 +129,11 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if self.closed:
                 raise TypeError("a closed semidbm database cannot be pickled (%r)" % self)
             arguments = self._arguments
-            if arguments.flag not in ("r",) + SHARED_FLAGS:
+            if arguments[1] not in ("r",) + SHARED_FLAGS:
                 raise TypeError(_messages.NOT_PICKLED % self)
-            return _reopen, tuple(arguments)
+            # Opened again in the format it has then (a compaction may convert it):
+            # format, the seventh of _open_into's arguments, left out.
+            return _reopen, (kernel_name,) + arguments[:6] + (None,) + arguments[7:]
 
         def __reduce_ex__(self, protocol):
             """As :meth:`__reduce__`, whatever the protocol."""
@@ -149,10 +152,8 @@ def database_class(kernel: ModuleType) -> type[Database]:
     return SemiDBM
 
 
-def _class_for(kernel, flag):
-    """The db class of ``kernel`` for ``flag``: a shared writer's, or that of every other flag."""
-    if flag not in SHARED_FLAGS:
-        return database_class(kernel)
+def _shared_class(kernel):
+    """The db class of ``kernel``'s shared writers (``_shared``), made once per kernel."""
     try:
         return _shared_classes[kernel]
     except KeyError:
@@ -272,40 +273,13 @@ def open_with(
 
     Every argument is checked before the disk is touched.
     """
-    arguments = _checked_arguments(
-        _kernel.name_of(kernel), filename, flag, mode, verify_checksums, buffer_size, recover,
-        format, lock_timeout,
-    )
-    database_type = _class_for(kernel, flag)
-    database = database_type.__new__(database_type)
-    _open_into(database, kernel, arguments)
-    return database
-
-
-class _Arguments(NamedTuple):
-    """What opens a database, checked: ``open``'s arguments, and what a pickled handle holds."""
-
-    kernel: str
-    path: str
-    flag: str
-    mode: int
-    verify_checksums: bool
-    buffer_size: int
-    recover: bool
-    format: int | None
-    lock_timeout: float | None
-
-
-def _checked_arguments(
-    kernel, filename, flag, mode, verify_checksums, buffer_size, recover, format, lock_timeout
-):
-    """The arguments of :func:`open_with` checked, as ``_Arguments``; ValueError or TypeError."""
     if flag not in _FLAGS:
         raise ValueError(_messages.BAD_FLAG % (flag,))
     shared = flag in SHARED_FLAGS
     if shared and os.name == "nt":
         raise ValueError("shared writers ('wm', 'cm') need POSIX file locks (flock)")
-    lock_timeout = _check_timeout(lock_timeout)
+    if lock_timeout is not DEFAULT_LOCK_TIMEOUT:
+        lock_timeout = _check_timeout(lock_timeout)
     mode = operator.index(mode)
     buffer_size = operator.index(buffer_size)
     if not 0 <= buffer_size <= MAX_BUFFER_SIZE:
@@ -315,29 +289,40 @@ def _checked_arguments(
     if format is not None:
         format = check_format(format)
     path = os.fsdecode(os.fspath(filename))
-    return _Arguments(
-        kernel, path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), format,
-        lock_timeout,
+    database_type = _shared_class(kernel) if shared else database_class(kernel)
+    database = database_type.__new__(database_type)
+    _open_into(
+        database,
+        kernel,
+        (path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), format,
+         lock_timeout),
     )
+    return database
 
 
 def _open_into(database, kernel, arguments):
-    """Open the database ``arguments`` name into ``database``, an instance of its class not
-    yet initialized (or made by the kernel's ``_pending``)."""
-    path, flag, shared = arguments.path, arguments.flag, arguments.flag in SHARED_FLAGS
-    major = DEFAULT_FORMAT if arguments.format is None else arguments.format
-    directory, lock, created = _prepare(path, flag, arguments.mode, major, arguments.lock_timeout)
+    """Open the database that ``arguments`` name into ``database``, an instance of its class
+    made by ``__new__`` alone (``open_with``) or by the kernel's ``_pending`` (``_reopen``).
+
+    ``arguments`` holds ``open_with``'s, checked: ``(path, flag, mode, verify_checksums,
+    buffer_size, recover, format, lock_timeout)``, a plain tuple (every open makes one), which
+    a pickled handle holds too.
+    """
+    path, flag, mode, verify_checksums, buffer_size, recover, format, lock_timeout = arguments
+    shared = flag in SHARED_FLAGS
+    major = DEFAULT_FORMAT if format is None else format
+    directory, lock, created = _prepare(path, flag, mode, major, lock_timeout)
     writable = flag != "r"
     try:
-        if arguments.format is not None:
-            _check_format(directory, arguments.format)
+        if format is not None:
+            _check_format(directory, format)
         kernel.Store.__init__(
             database,
             directory,
             writable,
-            arguments.buffer_size,
-            arguments.verify_checksums,
-            arguments.recover,
+            buffer_size,
+            verify_checksums,
+            recover,
             None if writable else functools.partial(_lock.writer_active, path),
         )
     except BaseException as exc:
@@ -355,9 +340,10 @@ def _open_into(database, kernel, arguments):
         lock.leave(None, 1)  # the turn in which it was opened: nothing is buffered yet
     database._lock = lock
     database._cursor = None
-    # A pickled handle opens the same database from any working directory, in the format
-    # it has then (a compaction may convert it).
-    database._arguments = arguments._replace(path=os.path.abspath(path), format=None)
+    # A pickled handle opens the same database from any working directory.
+    database._arguments = (
+        arguments if path.startswith(os.sep) else (os.path.abspath(path),) + arguments[1:]
+    )
     try:
         _warn_of_torn_tail(database.path, database.torn_tail)
     except BaseException:  # a filter that turns warnings into errors
@@ -367,17 +353,18 @@ def _open_into(database, kernel, arguments):
         _open_writers[id(database)] = database
 
 
-def _reopen(*fields):
+def _reopen(kernel_name, *arguments):
     """Unpickle a database (``SemiDBM.__reduce__``): a handle that opens at its first use.
 
-    ``fields`` are those of ``_Arguments``. Opening waits for the first
-    operation, so that unpickling never fails on the disk's account: an
-    error (the database gone, a writer's lock refused) comes from that
-    operation, where the code that uses the database can handle it.
+    ``kernel_name`` names its kernel (``_kernel.MODULES``); ``arguments``
+    are ``_open_into``'s. Opening waits for the first operation, so
+    that unpickling never fails on the disk's account: an error (the
+    database gone, a writer's lock refused) comes from that operation,
+    where the code that uses the database can handle it.
     """
-    arguments = _Arguments(*fields)
-    kernel = _kernel.load(arguments.kernel)
-    database_type = _class_for(kernel, arguments.flag)
+    kernel = _kernel.load(kernel_name)
+    path, flag = arguments[:2]
+    database_type = _shared_class(kernel) if flag in SHARED_FLAGS else database_class(kernel)
     mutex = threading.Lock()
     opened = False
 
@@ -389,7 +376,7 @@ def _reopen(*fields):
                 opened = True
 
     database = database_type._pending(  # type: ignore[attr-defined]
-        os.path.join(arguments.path, DATA_NAME), arguments.flag != "r", open_pending
+        os.path.join(path, DATA_NAME), flag != "r", open_pending
     )
     database._lock = database._cursor = None
     database._arguments = arguments
