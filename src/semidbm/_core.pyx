@@ -997,7 +997,7 @@ cdef class Store:
             return None
 
     cdef uint64_t replay_tail(self, uint64_t size) except? 0:
-        """Add the records other writers appended, from ``disk_end`` to ``size``; return the new end.
+        """Add the records other writers appended from ``disk_end`` to ``size``; return the end.
 
         For a shared writer in its turn (``_follow``, ``turn_follow``): the
         end is ``size``, or where an incomplete last record begins. The
