@@ -484,3 +484,186 @@ def test_a_failed_write_is_cut_back_and_its_turn_kept_nothing(kernel, small_disk
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert contents(kernel, path) == {b"before": b"1", b"after": b"2"}
+
+
+# --- single operations: the turn taken in C, and its way back to Python ---
+
+
+@pytest.fixture
+def python_turns(monkeypatch):
+    """The turns taken in Python (``SharedLock.enter``) from now on, as a list that grows."""
+    taken = []
+    enter = _lock.SharedLock.enter
+
+    def counted(lock, follow=None):
+        taken.append(lock)
+        return enter(lock, follow)
+
+    monkeypatch.setattr(_lock.SharedLock, "enter", counted)
+    return taken
+
+
+def in_c(kernel):
+    """Whether ``kernel`` takes a single operation's usual turn in C (the compiled one does)."""
+    return kernel_name(kernel) == "cython"
+
+
+def turn_is_free(path):
+    """Whether ``lock.write`` of the database at ``path`` can be taken now (let go at once)."""
+    fd = os.open(os.path.join(path, WRITE_LOCK_NAME), os.O_RDWR)
+    try:
+        return _lock._try_lock(fd, shared=False) and _lock._unlock(fd) is None
+    finally:
+        os.close(fd)
+
+
+def test_single_operations_take_their_whole_turn_in_c_in_the_usual_case(
+    kernel, dbopen, dbpath, python_turns
+):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        del python_turns[:]  # opening took its turns in Python
+        first[b"a"] = b"1"
+        second[b"b"] = b"2"  # catches up with first's record
+        first[b"a"] = b"3"
+        del second[b"a"]
+        with pytest.raises(KeyError):
+            del first[b"a"]  # deleted by second: first caught up first
+        assert turn_is_free(dbpath)
+        assert len(python_turns) == (0 if in_c(kernel) else 5)
+        assert dict(first.items()) == dict(second.items()) == {b"b": b"2"}
+    assert contents(kernel, dbpath) == {b"b": b"2"}
+
+
+def test_a_turn_another_process_holds_is_waited_for_in_python(
+    kernel, dbopen, dbpath, python_turns
+):
+    waiter = dbopen(dbpath, "cm", lock_timeout=0.2)
+    with start(kernel, HOLDER, dbpath) as child:
+        assert child.stdout.readline().startswith("held")
+        del python_turns[:]
+        with pytest.raises(semidbm.error) as raised:
+            waiter[b"k"] = b"1"
+        assert raised.value.errno == errno.ETIMEDOUT
+        assert len(python_turns) == 1
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+    waiter[b"k"] = b"1"
+    assert dict(waiter.items()) == {b"holder": b"1", b"k": b"1"}
+    waiter.close()
+
+
+def test_a_put_waits_for_another_threads_locked_block(kernel, dbopen, dbpath, python_turns):
+    database = dbopen(dbpath, "cm")
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold():
+        with database.locked():
+            inside.set()
+            leave.wait(timeout=60)
+            database[b"k"] = b"from the block"
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(timeout=60)
+    del python_turns[:]
+    putter = threading.Thread(target=database.__setitem__, args=(b"k", b"from the put"))
+    putter.start()
+    putter.join(timeout=0.2)
+    assert putter.is_alive()  # it waits for the block's turn, in Python
+    leave.set()
+    holder.join(timeout=60)
+    putter.join(timeout=60)
+    assert database[b"k"] == b"from the put"
+    assert len(python_turns) == 2  # the put's, and the block's put counted in the block's
+    database.close()
+
+
+def test_an_operation_inside_a_locked_block_keeps_the_blocks_turn(kernel, dbopen, dbpath):
+    with dbopen(dbpath, "cm") as database:
+        with database.locked():
+            database[b"a"] = b"1"
+            del database[b"a"]
+            database[b"b"] = b"2"
+            assert not turn_is_free(dbpath)
+        assert turn_is_free(dbpath)
+    assert contents(kernel, dbpath) == {b"b": b"2"}
+
+
+def test_a_put_after_another_writers_compaction_follows_it_in_python(
+    kernel, dbopen, dbpath, python_turns
+):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        first[b"a"] = b"1"
+        # The compacted file is longer than the log first indexed: only its identity
+        # tells it from first's file.
+        second[b"long"] = bytes(10_000)
+        second.compact()
+        del python_turns[:]
+        first[b"b"] = b"2"  # the data file was replaced since first's last turn
+        assert len(python_turns) == 1
+        first[b"c"] = b"3"
+        assert len(python_turns) == (1 if in_c(kernel) else 2)
+    assert contents(kernel, dbpath) == {b"a": b"1", b"long": bytes(10_000), b"b": b"2", b"c": b"3"}
+
+
+def test_a_long_tail_of_another_writer_is_replayed_in_python(kernel, dbopen, dbpath, python_turns):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        first[b"a"] = b"1"
+        second.update((b"big%d" % number, bytes(100_000)) for number in range(50))
+        del python_turns[:]
+        first[b"b"] = b"2"  # 5 MB to catch up with
+        assert len(python_turns) == 1
+        assert len(first) == 52
+    assert len(contents(kernel, dbpath)) == 52
+
+
+def test_a_data_file_cut_shorter_closes_the_writer_in_its_next_turn(
+    kernel, dbopen, dbpath, python_turns
+):
+    database = dbopen(dbpath, "cm")
+    database[b"a"] = b"1"
+    database[b"b"] = b"2"
+    size = os.path.getsize(os.path.join(dbpath, "data"))
+    os.truncate(os.path.join(dbpath, "data"), size - 5)
+    del python_turns[:]
+    with pytest.raises(semidbm.error, match="shorter than"):
+        database[b"c"] = b"3"
+    assert len(python_turns) == 1
+    assert database.closed
+    database.close()
+
+
+def test_a_torn_tail_is_cut_by_a_put_in_python(kernel, dbopen, dbpath, python_turns):
+    with dbopen(dbpath, "cm") as writer:
+        writer[b"kept"] = b"1"
+        child = start(kernel, TORN, dbpath)
+        child.communicate(timeout=60)
+        assert child.returncode == -signal.SIGKILL
+        del python_turns[:]
+        with pytest.warns(semidbm.TornTailWarning, match="11 bytes"):
+            writer[b"next"] = b"2"
+        assert len(python_turns) == 1
+        assert writer[b"next"] == b"2"
+    assert contents(kernel, dbpath) == {b"kept": b"1", b"next": b"2"}
+
+
+def test_a_put_that_fills_the_disk_keeps_nothing(kernel, small_disk, python_turns):
+    path = os.path.join(small_disk, "db")
+    with db.open_with(kernel, path, "cm") as database:
+        del python_turns[:]
+        with pytest.raises(semidbm.error) as raised:
+            for number in range(20):
+                size = os.path.getsize(os.path.join(path, "data"))
+                database[b"big%d" % number] = bytes(500_000)  # each fits the buffer
+        assert raised.value.errno == errno.ENOSPC
+        assert len(python_turns) == (0 if in_c(kernel) else number + 1)
+        # The failed put's record is gone from the file and the index.
+        assert os.path.getsize(os.path.join(path, "data")) == size
+        assert b"big%d" % number not in database
+        assert turn_is_free(path)
+        for kept in range(number):
+            del database[b"big%d" % kept]
+        database[b"after"] = b"1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert contents(kernel, path) == {b"after": b"1"}

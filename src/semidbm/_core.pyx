@@ -50,6 +50,7 @@ from ._records import LogSummary
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     BATCH_FORMAT as _BATCH_FORMAT,
+    DATA_NAME as _DATA_NAME,
     MAX_LENGTH as _MAX_LENGTH,
     check_format,
     check_header,
@@ -93,6 +94,8 @@ include "_core_pieces/batch_commit.pxi"
 include "_core_pieces/sorted.pxi"
 # The bulk operations: update, get_many and delete_many.
 include "_core_pieces/bulk.pxi"
+# A shared writer's turn taken in C, for its single puts and deletes.
+include "_core_pieces/turns.pxi"
 
 
 cdef class Store:
@@ -141,11 +144,17 @@ cdef class Store:
     # For a store made by _pending: what opens it at first use; None once open.
     cdef object opener
     # The data file's (st_dev, st_ino) as load found it: a shared writer's turn
-    # compares the file named data with it (_files.writer_position).
+    # compares the file named data with it (_files.writer_position), and so
+    # does its turn in C, with the copy in data_device and data_inode.
     cdef object identity
+    cdef uint64_t data_device
+    cdef uint64_t data_inode
+    # The open database directory's descriptor (_files.Directory.fd), or -1.
+    cdef int directory_fd
 
     def __cinit__(self):
         self.fd = -1
+        self.directory_fd = -1
         self.log.map = NULL
         self.log.buffer = NULL
         self.index.table.slots = NULL
@@ -157,6 +166,8 @@ cdef class Store:
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
         self.directory = directory
+        if directory.fd is not None:
+            self.directory_fd = directory.fd
         self.path = directory.data_path
         self.writable = writable
         self.verify = verify_checksums
@@ -202,6 +213,7 @@ cdef class Store:
         if self.fd >= 0:
             semidbm_close(self.fd)
             self.fd = -1
+        self.directory_fd = -1  # closed with the directory below
         free(self.log.buffer)
         self.log.buffer = NULL
         self.buffer_used = 0
@@ -257,6 +269,8 @@ cdef class Store:
         cdef uint64_t size = info.st_size
         if self.writable:
             self.identity = (info.st_dev, info.st_ino)
+            self.data_device = info.st_dev
+            self.data_inode = info.st_ino
         if size < HEADER_SIZE:
             check_header(_files.read_at(self.fd, size, 0), self.path)
         self.map_file(size)
@@ -989,7 +1003,7 @@ cdef class Store:
         records other writers appended are in it (it is remapped only if
         they outgrew it); under the turn, nothing cuts them meanwhile.
         """
-        cdef uint64_t size, start, end = 0
+        cdef uint64_t size
         with self.guard:
             self.check_writable("write")
             replaced, size = _files.writer_position(self.directory, self.identity)
@@ -1000,36 +1014,81 @@ cdef class Store:
                 raise DBMError(SHRANK % (self.path, size, self.log.disk_end))
             if size == self.log.disk_end:
                 return None
-            self.busy = True
-            try:
-                if size > self.map_size:
-                    self.map_file(size)
-                start = self.log.disk_end
-                self.log.disk_end = size  # the new keys are read through the map
-                end = replay(&self.index, self.log.map, 0, start, size, self.path)
-                if end == 0:  # the mapped index file proved damaged
-                    keys_forget(self)
-                    end = replay(&self.index, self.log.map, 0, HEADER_SIZE, size, self.path)
-                self.log.disk_end = end
-            except BaseException:
-                self.release()  # a corrupt log: nothing after it can be trusted
-                raise
-            finally:
-                self.busy = False
-            if end < size:  # a writer died in its turn, in the middle of a record
+            if self.replay_tail(size) < size:  # a writer died in its turn, in a record
                 return self.reload(False)
             return None
+
+    cdef uint64_t replay_tail(self, uint64_t size) except? 0:
+        """Add the records other writers appended from ``disk_end`` to ``size``; return the end.
+
+        For a shared writer in its turn (``_follow``, ``turn_follow``): the
+        end is ``size``, or where an incomplete last record begins. The
+        records are replayed through the map, remapped first if they
+        outgrew it. A corrupt record raises and closes the store.
+        """
+        cdef uint64_t start, end = 0
+        self.busy = True
+        try:
+            if size > self.map_size:
+                self.map_file(size)
+            start = self.log.disk_end
+            self.log.disk_end = size  # the new keys are read through the map
+            end = replay(&self.index, self.log.map, 0, start, size, self.path)
+            if end == 0:  # the mapped index file proved damaged
+                keys_forget(self)
+                end = replay(&self.index, self.log.map, 0, HEADER_SIZE, size, self.path)
+            self.log.disk_end = end
+        except BaseException:
+            self.release()  # a corrupt log: nothing after it can be trusted
+            raise
+        finally:
+            self.busy = False
+        return end
 
     def _publish(self):
         """``_interface.Store._publish``."""
         with self.guard:
-            if self.fd < 0:
-                return
-            try:
-                self.flush()
-            except DBMError:
+            self.publish()
+
+    cdef int publish(self) except -1:
+        """Write the buffer out as ``_publish`` does; ``turn_end`` calls it without the guard.
+
+        The guard is taken for the abandon, which runs Python code; until
+        then the GIL is held, so no other thread of the process runs.
+        """
+        if self.fd < 0:
+            return 0
+        try:
+            self.flush()
+        except DBMError:
+            with self.guard:
                 self.abandon()
-                raise
+            raise
+        return 0
+
+    def _shared_put(self, key, value):
+        """A shared writer's ``self[key] = value``: its whole turn in C (``turns.pxi``).
+
+        If the turn cannot be taken in C, or catching up meets anything
+        unusual, it is taken in Python: ``_put_in_turn`` (``_shared.py``).
+        """
+        cdef object lock = turn_begin(self)
+        if lock is None:
+            return self._put_in_turn(key, value)
+        try:
+            store_assign(Store, self, key, <PyObject*>value)
+        finally:
+            turn_end(self, lock)
+
+    def _shared_delete(self, key):
+        """A shared writer's ``del self[key]``: as ``_shared_put``, else ``_delete_in_turn``."""
+        cdef object lock = turn_begin(self)
+        if lock is None:
+            return self._delete_in_turn(key)
+        try:
+            store_assign(Store, self, key, NULL)
+        finally:
+            turn_end(self, lock)
 
     cdef object reload(self, bint reopen):
         """Find the keys again as opening does, the file reopened first if ``reopen``.

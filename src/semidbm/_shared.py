@@ -8,6 +8,11 @@ writers appended (``Store._follow``), and ends by writing what it
 buffered to the file (``Store._publish``) before unlocking, so that no
 buffered write outlives its turn. Reads take no turn: they answer from
 the state of the last turn or :meth:`~semidbm.Database.refresh`.
+
+The compiled kernel runs a single put or delete whole in C, turn and
+all, when nothing unusual happens (``_core_pieces/turns.pxi``); else
+the operation takes its turn here, as every operation of the pure
+kernel does.
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ _IN_TURN = (
     "setdefault",
     "clear",
 )
+
+#: The single operations a kernel may run whole, turn and all, in C: for
+#: each, the kernel Store's method that does (the compiled kernel's), and
+#: the name under which the shared class keeps the operation in a turn
+#: taken in Python, which that method falls back on.
+_TURN_IN_KERNEL = {
+    "__setitem__": ("_shared_put", "_put_in_turn"),
+    "__delitem__": ("_shared_delete", "_delete_in_turn"),
+}
 
 
 def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -111,6 +125,10 @@ def shared_class(
     turn cut (left by a writer that died in its turn).
     """
     members: dict[str, Any] = {name: _in_turn(getattr(base, name)) for name in _IN_TURN}
+    for name, (in_kernel, in_python) in _TURN_IN_KERNEL.items():
+        if hasattr(base, in_kernel):
+            members[in_python] = members[name]
+            members[name] = getattr(base, in_kernel)
 
     def _open_lock(self: Any) -> Any:
         """The lock of a handle unpickled here, opened now (``Store._open_pending``); else None.

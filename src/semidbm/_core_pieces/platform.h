@@ -24,6 +24,13 @@
  * and returns the one it replaced, in one step; semidbm_pause eases the
  * processor in a spin-wait, semidbm_yield gives it to another thread,
  * semidbm_clock_ns reads a monotonic clock in nanoseconds.
+ *
+ * For a shared writer's turn in C: semidbm_try_turn takes an exclusive
+ * flock on a file without waiting (0, or an errno: EWOULDBLOCK if another
+ * holds it), semidbm_end_turn lets go of it (0, or an errno), and
+ * semidbm_file_at finds the identity and size of a file named in an open
+ * directory (0, or an errno). Windows has none of them (ENOSYS): its
+ * turns are all taken in Python.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -113,6 +120,29 @@ static void semidbm_yield(void)
     SwitchToThread();
 }
 
+static int semidbm_try_turn(int fd)
+{
+    (void)fd;
+    return ENOSYS;
+}
+
+static int semidbm_end_turn(int fd)
+{
+    (void)fd;
+    return ENOSYS;
+}
+
+static int semidbm_file_at(int directory, const char *name, uint64_t *device, uint64_t *inode,
+                           uint64_t *size)
+{
+    (void)directory;
+    (void)name;
+    (void)device;
+    (void)inode;
+    (void)size;
+    return ENOSYS;
+}
+
 static int64_t semidbm_clock_ns(void)
 {
     LARGE_INTEGER now, frequency;
@@ -124,6 +154,8 @@ static int64_t semidbm_clock_ns(void)
 #else
 
 #include <sched.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -198,6 +230,28 @@ static void semidbm_release(const char *data, size_t size)
 static void semidbm_yield(void)
 {
     sched_yield();
+}
+
+static int semidbm_try_turn(int fd)
+{
+    return flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+}
+
+static int semidbm_end_turn(int fd)
+{
+    return flock(fd, LOCK_UN) == 0 ? 0 : errno;
+}
+
+static int semidbm_file_at(int directory, const char *name, uint64_t *device, uint64_t *inode,
+                           uint64_t *size)
+{
+    struct stat info;
+    if (fstatat(directory, name, &info, 0) != 0)
+        return errno;
+    *device = (uint64_t)info.st_dev;
+    *inode = (uint64_t)info.st_ino;
+    *size = (uint64_t)info.st_size;
+    return 0;
 }
 
 static int64_t semidbm_clock_ns(void)

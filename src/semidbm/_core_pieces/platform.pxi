@@ -24,6 +24,10 @@ cdef extern from "_core_pieces/platform.h":
     void semidbm_pause() noexcept nogil
     void semidbm_yield() noexcept nogil
     int64_t semidbm_clock_ns() noexcept nogil
+    int semidbm_try_turn(int fd)
+    int semidbm_end_turn(int fd)
+    int semidbm_file_at(int directory, const char* name, uint64_t* device, uint64_t* inode,
+                        uint64_t* size)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
