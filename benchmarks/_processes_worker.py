@@ -124,7 +124,20 @@ FORK = multiprocessing.get_context("fork")
 SPAWN = multiprocessing.get_context("spawn")
 
 
-class SharedSemidbm:
+class SharedMapping:
+    """A store its users share between processes as a mapping: ``db[key]``, ``db[key] = value``."""
+
+    def put(self, db, key, value):
+        db[key] = value
+
+    def get(self, db, key):
+        return db[key]
+
+    def length(self, db):
+        return len(db)
+
+
+class SharedSemidbm(SharedMapping):
     """Our semidbm's shared writers (flag ``"cm"``), on ``kernel``, the kernel that must run."""
 
     #: The flag that opens a shared writer, creating the database if missing.
@@ -148,15 +161,6 @@ class SharedSemidbm:
 
     def open(self, path):
         return self.module.open(path, self.flag)
-
-    def put(self, db, key, value):
-        db[key] = value
-
-    def get(self, db, key):
-        return db[key]
-
-    def length(self, db):
-        return len(db)
 
     def close(self, db):
         db.close()
@@ -214,24 +218,11 @@ class SharedLmdb:
         env.close()
 
 
-class SharedMapping:
-    """A store its users share between processes as a mapping: ``db[key]``, ``db[key] = value``."""
+class SharedDiskcache(SharedMapping, DiskcacheStore):
+    """diskcache's ``Index`` (see ``DiskcacheStore``), each process opening the same directory."""
 
     def open(self, path):
         return DiskcacheStore.open(self, path, "c")
-
-    def put(self, db, key, value):
-        db[key] = value
-
-    def get(self, db, key):
-        return db[key]
-
-    def length(self, db):
-        return len(db)
-
-
-class SharedDiskcache(SharedMapping, DiskcacheStore):
-    """diskcache's ``Index`` (see ``DiskcacheStore``), each process opening the same directory."""
 
 
 class SharedSqlite3(SharedMapping, Sqlite3Store):

@@ -7,6 +7,7 @@ incremented from four of them, a holder killed or stopped inside its
 turn, fork) runs real ones (``subprocess``, ``multiprocessing``).
 """
 
+import contextlib
 import errno
 import os
 import signal
@@ -237,36 +238,14 @@ def test_batches_hold_one_turn_and_commit_once(dbopen, dbpath):
         assert first[b"n"] == b"2"
 
 
-def test_lock_timeout_names_the_holder(dbopen, dbpath):
-    with dbopen(dbpath, "cm") as holder, dbopen(dbpath, "wm", lock_timeout=0.05) as waiter:
-        held, done = threading.Event(), threading.Event()
-
-        def hold():
-            with holder.locked():
-                holder[b"a"] = b"1"
-                held.set()
-                done.wait(60)
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        held.wait(60)
-        try:
-            with pytest.raises(semidbm.error, match="process %d" % os.getpid()) as raised:
-                waiter[b"b"] = b"2"
-            assert raised.value.errno == errno.ETIMEDOUT
-        finally:
-            done.set()
-            thread.join()
-        waiter[b"b"] = b"2"
-        assert waiter[b"a"] == b"1"
-
-
-def test_threads_wait_for_each_others_turns_within_the_timeout(dbopen, dbpath):
-    database = dbopen(dbpath, "cm", lock_timeout=0.05)
+@contextlib.contextmanager
+def turn_held_by_another_thread(database):
+    """A thread in a ``locked()`` block of ``database`` (having put b"a"), until the block ends."""
     held, done = threading.Event(), threading.Event()
 
     def hold():
         with database.locked():
+            database[b"a"] = b"1"
             held.set()
             done.wait(60)
 
@@ -274,14 +253,29 @@ def test_threads_wait_for_each_others_turns_within_the_timeout(dbopen, dbpath):
     thread.start()
     held.wait(60)
     try:
-        with pytest.raises(semidbm.error) as raised:
-            database[b"k"] = b"v"
-        assert raised.value.errno == errno.ETIMEDOUT
+        yield
     finally:
         done.set()
         thread.join()
-    database[b"k"] = b"v"
-    database.close()
+
+
+def test_lock_timeout_names_the_holder(dbopen, dbpath):
+    with dbopen(dbpath, "cm") as holder, dbopen(dbpath, "wm", lock_timeout=0.05) as waiter:
+        with turn_held_by_another_thread(holder):
+            with pytest.raises(semidbm.error, match="process %d" % os.getpid()) as raised:
+                waiter[b"b"] = b"2"
+            assert raised.value.errno == errno.ETIMEDOUT
+        waiter[b"b"] = b"2"
+        assert waiter[b"a"] == b"1"
+
+
+def test_threads_wait_for_each_others_turns_within_the_timeout(dbopen, dbpath):
+    with dbopen(dbpath, "cm", lock_timeout=0.05) as database:
+        with turn_held_by_another_thread(database):
+            with pytest.raises(semidbm.error) as raised:
+                database[b"k"] = b"v"
+            assert raised.value.errno == errno.ETIMEDOUT
+        database[b"k"] = b"v"
 
 
 def test_a_turn_may_end_in_another_thread(dbopen, dbpath):

@@ -785,16 +785,10 @@ def random_workload(seed, length):
         reader = None
         try:
             for step in random_steps(rng, length):
-                if step[0] == "put":
-                    journal.put(database, step[1], journal.value(step[2]))
-                elif step[0] == "delete":
-                    present = database.keys()
-                    if present:
-                        journal.delete(database, rng.choice(sorted(present)))
-                elif step[0] == "sync":
+                if write_step(journal, database, step, rng):
+                    continue
+                if step[0] == "sync":
                     journal.sync(database)
-                elif step[0] == "compact":
-                    journal.compact(database)
                 elif step[0] == "reopen":
                     journal.close(database, compact=step[1])
                     database = journal.open(step[2], buffer_size=buffer_size)
@@ -858,8 +852,11 @@ def open_shared(journal, rng):
     return database
 
 
-def shared_step(journal, database, step, rng):
-    """One step of ``random_steps`` but a reopen, made by a shared writer in its turn."""
+def write_step(journal, database, step, rng):
+    """Make ``step`` of ``random_steps`` if it is a put, a delete or a compaction; else False.
+
+    A delete deletes a key ``rng`` picks among those present, if any.
+    """
     if step[0] == "put":
         journal.put(database, step[1], journal.value(step[2]))
     elif step[0] == "delete":
@@ -868,7 +865,15 @@ def shared_step(journal, database, step, rng):
             journal.delete(database, rng.choice(sorted(present)))
     elif step[0] == "compact":
         journal.compact(database)
-    else:  # sync, or a refresh: a shared writer's refresh catches up, in a turn
+    else:
+        return False
+    return True
+
+
+def shared_step(journal, database, step, rng):
+    """One step of ``random_steps`` but a reopen, made by a shared writer in its turn."""
+    if not write_step(journal, database, step, rng):
+        # A sync, or a refresh: a shared writer's refresh catches up, in a turn.
         database.refresh()
         journal.sync(database)
 
