@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     #: A key or value as given: str (stored as UTF-8) or any bytes-like object.
     Data = Union[str, ReadableBuffer]
     #: How :func:`semidbm.open` opens a database (as the dbm modules): read,
-    #: write, create if missing, always a new empty one.
-    Flag = Literal["r", "w", "c", "n"]
+    #: write, create if missing, always a new empty one; and a writer that
+    #: shares the database with others, of an existing one or created if missing.
+    Flag = Literal["r", "w", "c", "n", "wm", "cm"]
 
 
 class BatchTarget(Protocol):

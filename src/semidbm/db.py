@@ -286,15 +286,14 @@ def open_with(
         raise ValueError(
             "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
         )
-    if format is not None:
-        format = check_format(format)
+    major = None if format is None else check_format(format)
     path = os.fsdecode(os.fspath(filename))
     database_type = _shared_class(kernel) if shared else database_class(kernel)
     database = database_type.__new__(database_type)
     _open_into(
         database,
         kernel,
-        (path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), format,
+        (path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), major,
          lock_timeout),
     )
     return database

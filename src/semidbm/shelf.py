@@ -26,6 +26,8 @@ from .errors import DBMError
 if TYPE_CHECKING:
     from _typeshed import StrOrBytesPath
 
+    from ._types import Flag
+
 _VT = TypeVar("_VT")
 
 
@@ -392,7 +394,7 @@ def _unpickle_shelf(
 
 def open_shelf(
     filename: StrOrBytesPath,
-    flag: Literal["r", "w", "c", "n", "wm", "cm"] = "c",
+    flag: Flag = "c",
     protocol: int | None = None,
     writeback: bool = False,
     *,
