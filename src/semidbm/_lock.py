@@ -464,11 +464,11 @@ def _compaction_size(directory):
 def _turn_holder(fd):
     """The process that holds ``flock`` on the file ``fd``, from Linux's ``/proc/locks``; or None.
 
-    Elsewhere, or if the table cannot be read, None: the message then
-    names no process.
+    Elsewhere, if the table cannot be read, or once the file is closed
+    (the database closed meanwhile), None: the message then names no process.
     """
-    inode = os.fstat(fd).st_ino
     try:
+        inode = os.fstat(fd).st_ino
         with open("/proc/locks") as table:
             lines = table.read().splitlines()
     except OSError:
