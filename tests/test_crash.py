@@ -83,6 +83,7 @@ def kill_shared_writers(kernel, path, rounds, seed):
     return harness.counts
 
 
+@pytest.mark.slow
 @posix_only
 def test_shared_writers_killed_at_random_moments(kernel, tmp_path):
     """Nothing that returned is lost, nothing deleted comes back, when shared writers die.

@@ -27,11 +27,13 @@ def run_and_check(tmp_path, kernels, seconds, seed):
     assert [name for name in DONE if counts[name] == 0] == [], counts
 
 
+@pytest.mark.slow
 @posix_only
 def test_shared_writers_and_readers_agree_with_the_model(kernel, tmp_path):
     run_and_check(tmp_path, [kernel_name(kernel)] * 6, SECONDS, seed=len(kernel_name(kernel)))
 
 
+@pytest.mark.slow
 @posix_only
 @compiled_only
 def test_shared_writers_of_both_kernels_agree_with_the_model(tmp_path):
