@@ -206,6 +206,27 @@ def test_process_pools_take_readers_and_shared_writers(kernel, dbopen, hundred, 
         }
 
 
+def shelve_share(shelf, start, stop):
+    """A worker's task: store {"n": number} under str(number), for start to stop - 1."""
+    for number in range(start, stop):
+        shelf[str(number)] = {"n": number}
+    shelf.close()
+    return stop - start
+
+
+def test_a_shared_shelf_is_written_from_several_processes(dbpath):
+    context = multiprocessing.get_context("fork")
+    with semidbm.open_shelf(dbpath, "cm", serializer="json") as shelf:
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as pool:
+            done = pool.map(shelve_share, [shelf] * 4, range(0, 200, 50), range(50, 201, 50))
+            assert sum(done) == 200
+        shelf["parent"] = {"n": -1}
+    with semidbm.open_shelf(dbpath, "r", serializer="json") as shelf:
+        assert dict(shelf.items()) == {
+            **{str(number): {"n": number} for number in range(200)}, "parent": {"n": -1}
+        }
+
+
 def test_shelves_pickle_as_their_databases_do(dbpath):
     with semidbm.open_shelf(dbpath, "cm", serializer="json") as shelf:
         shelf["a"] = {"x": 1}
