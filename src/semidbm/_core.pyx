@@ -143,10 +143,9 @@ cdef class Store:
     cdef uint64_t index_written
     # For a store made by _pending: what opens it at first use; None once open.
     cdef object opener
-    # The data file's (st_dev, st_ino) as load found it: a shared writer's turn
-    # compares the file named data with it (_files.writer_position), and so
-    # does its turn in C, with the copy in data_device and data_inode.
-    cdef object identity
+    # The data file's st_dev and st_ino as load found them (a writer's): a shared
+    # writer's turn compares the file named data with them (_files.writer_position,
+    # and turn_follow in C).
     cdef uint64_t data_device
     cdef uint64_t data_inode
     # The open database directory's descriptor (_files.Directory.fd), or -1.
@@ -268,7 +267,6 @@ cdef class Store:
         cdef object info = os.fstat(self.fd)
         cdef uint64_t size = info.st_size
         if self.writable:
-            self.identity = (info.st_dev, info.st_ino)
             self.data_device = info.st_dev
             self.data_inode = info.st_ino
         if size < HEADER_SIZE:
@@ -1006,7 +1004,9 @@ cdef class Store:
         cdef uint64_t size
         with self.guard:
             self.check_writable("write")
-            replaced, size = _files.writer_position(self.directory, self.identity)
+            replaced, size = _files.writer_position(
+                self.directory, (self.data_device, self.data_inode)
+            )
             if replaced:
                 return self.reload(True)
             if size < self.log.disk_end:

@@ -693,20 +693,29 @@ class Store:
             os.close(self._fd)
             self._fd, self._index, self._disk_end, self._version = fd, index, end, version
         elif size != self._disk_end:
-            try:
-                if size < self._disk_end:
-                    raise DBMError(_messages.SHRANK % (self.path, size, self._disk_end))
-                self._disk_end = _files.catch_up(
-                    self._fd,
-                    self._disk_end,
-                    size,
-                    lambda data, base: replay_log(
-                        data, self._index, base, self.path, self._batches, base
-                    ),
-                )
-            except BaseException:
-                self._release()  # a corrupt or cut log: nothing after it can be trusted
-                raise
+            self._catch_up(size)
+
+    def _catch_up(self, size):
+        """Bring in the log from ``_disk_end`` to the file's ``size`` (a reader's refresh, a
+        shared writer's turn), stopping before an incomplete last record.
+
+        A file shorter than the log read, or a corrupt record, releases the
+        store and raises: nothing it indexed can be trusted.
+        """
+        try:
+            if size < self._disk_end:
+                raise DBMError(_messages.SHRANK % (self.path, size, self._disk_end))
+            self._disk_end = _files.catch_up(
+                self._fd,
+                self._disk_end,
+                size,
+                lambda data, base: replay_log(
+                    data, self._index, base, self.path, self._batches, base
+                ),
+            )
+        except BaseException:
+            self._release()
+            raise
 
     def _follow(self):
         """``_interface.Store._follow``: new records are read with ``pread``, as by ``refresh``."""
@@ -719,7 +728,7 @@ class Store:
                 return None
             self._busy = _messages.INTERRUPTED
             try:
-                self._refresh()  # which checks that the file did not shrink
+                self._catch_up(size)
             finally:
                 self._busy = None
             if self._disk_end < size:  # a writer died in its turn, in the middle of a record
