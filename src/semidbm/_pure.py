@@ -185,7 +185,8 @@ class Store:
         is at work).
         """
         self._index, self._disk_end, size, self._version = load_index(fd, self.path)
-        self._identity = _files.file_identity(fd)
+        # What a shared writer's turn compares the file named data with; a reader needs none.
+        self._identity = _files.file_identity(fd) if self.writable else None
         torn_tail = None
         if self._disk_end < size and not (writer_active is not None and writer_active()):
             torn_tail = _tail.settle_tail(
