@@ -21,7 +21,7 @@ import pytest
 
 import semidbm
 from semidbm import _files, _lock, _pure, db
-from semidbm.format import WRITE_LOCK_NAME
+from semidbm.format import WRITE_LOCK_NAME, WRITE_LOCK_SIZE
 
 from .conftest import kernel_name
 from .support.child import PRELUDE, environment
@@ -598,6 +598,44 @@ def test_a_put_after_another_writers_compaction_follows_it_in_python(
         first[b"c"] = b"3"
         assert len(python_turns) == (1 if in_c(kernel) else 2)
     assert contents(kernel, dbpath) == {b"a": b"1", b"long": bytes(10_000), b"b": b"2", b"c": b"3"}
+
+
+def replacements(path):
+    """The count of replaced data files that ``lock.write`` of the database at ``path`` holds."""
+    with open(os.path.join(path, WRITE_LOCK_NAME), "rb") as lock_file:
+        raw = lock_file.read()
+    assert len(raw) == WRITE_LOCK_SIZE
+    return int.from_bytes(raw, sys.byteorder)
+
+
+def test_each_compaction_by_a_shared_writer_is_counted_in_lock_write(kernel, dbopen, dbpath):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        assert replacements(dbpath) == 0
+        first[b"a"] = b"1"
+        second.compact()
+        assert replacements(dbpath) == 1
+        with first.locked():
+            first.compact()
+        assert replacements(dbpath) == 2
+        second.close(compact=True)
+        assert replacements(dbpath) == 3
+        first[b"b"] = b"2"  # in C for the compiled kernel: a stat finds the new file
+        assert first[b"a"] == b"1"
+    assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
+
+
+def test_an_empty_lock_write_is_grown_and_a_count_in_it_kept(kernel, dbopen, dbpath):
+    dbopen(dbpath, "c").close()
+    lock_path = os.path.join(dbpath, WRITE_LOCK_NAME)
+    open(lock_path, "wb").close()  # as an earlier version of this one left it
+    with dbopen(dbpath, "wm") as first:
+        assert replacements(dbpath) == 0
+        first.compact()
+        with dbopen(dbpath, "wm") as second:  # the file is long enough: nothing changes
+            assert replacements(dbpath) == 1
+            second[b"a"] = b"1"
+        first[b"b"] = b"2"
+    assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
 
 
 def test_a_long_tail_of_another_writer_is_replayed_in_python(kernel, dbopen, dbpath, python_turns):

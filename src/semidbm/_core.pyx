@@ -148,12 +148,19 @@ cdef class Store:
     # and turn_follow in C).
     cdef uint64_t data_device
     cdef uint64_t data_inode
+    # For a shared writer's turns in C (turn_follow): lock.write's count of data
+    # files replaced, mapped at its first (or NULL), and the count at which a stat
+    # last found data to be the file open here (NO_COUNT before any).
+    cdef const volatile uint64_t* replacements
+    cdef uint64_t replacements_seen
     # The open database directory's descriptor (_files.Directory.fd), or -1.
     cdef int directory_fd
 
     def __cinit__(self):
         self.fd = -1
         self.directory_fd = -1
+        self.replacements = NULL
+        self.replacements_seen = NO_COUNT
         self.log.map = NULL
         self.log.buffer = NULL
         self.index.table.slots = NULL
@@ -213,6 +220,10 @@ cdef class Store:
             semidbm_close(self.fd)
             self.fd = -1
         self.directory_fd = -1  # closed with the directory below
+        if self.replacements != NULL:
+            semidbm_unmap_counter(self.replacements)
+            self.replacements = NULL
+            self.replacements_seen = NO_COUNT
         free(self.log.buffer)
         self.log.buffer = NULL
         self.buffer_used = 0

@@ -24,14 +24,16 @@ one byte, far past the process id, with ``msvcrt.locking``.
 """
 
 import errno
+import mmap
 import os
+import struct
 import sys
 import threading
 import time
 
 from ._files import BINARY, file_identity, os_error
 from .errors import DBMError
-from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME
+from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME, WRITE_LOCK_SIZE
 
 #: The errors of a lock that another holds.
 _BUSY = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK, errno.EDEADLK)
@@ -293,6 +295,12 @@ class SharedLock:
     drops them too, whatever state a turn was left in.
     """
 
+    # Slots: a turn taken in C reads and sets some of them at every operation.
+    __slots__ = (
+        "_directory", "_timeout", "_mutex", "_owner", "_depth", "_fd", "_turn_fd", "_turn_key",
+        "_count",
+    )
+
     def __init__(self, directory, mode, timeout):
         self._directory = directory
         self._timeout = timeout
@@ -300,12 +308,14 @@ class SharedLock:
         self._owner = None  # the thread in the turn
         self._depth = 0
         self._fd = self._turn_fd = -1
+        self._count = None
         fd = _open_lock_file(directory, LOCK_NAME, mode)
         try:
             if not _lock_for_writer(fd, shared=True):
                 raise _refusal(fd, directory)
             self._turn_fd = _open_lock_file(directory, WRITE_LOCK_NAME, mode)
             self._turn_key = file_identity(self._turn_fd)
+            self._count = _map_count(self._turn_fd, directory)
         except BaseException:
             if self._turn_fd >= 0:
                 os.close(self._turn_fd)
@@ -378,6 +388,17 @@ class SharedLock:
             finally:
                 self._mutex.release()
 
+    def count_replacement(self):
+        """Count, in ``lock.write``, a replacement of the data file this turn is about to make.
+
+        Called in the turn, before a compaction: a turn in C that finds
+        the count unchanged knows ``data`` to be the file it has open
+        without a stat (``turns.pxi``). Counting one that then fails
+        costs the next turns of each writer one stat.
+        """
+        (count,) = _COUNT.unpack_from(self._count)
+        _COUNT.pack_into(self._count, 0, (count + 1) & 0xFFFFFFFFFFFFFFFF)
+
     def _wait_for_turn(self):
         """Take ``lock.write``, polling, for up to the timeout; DBMError (ETIMEDOUT) after it.
 
@@ -443,6 +464,8 @@ class SharedLock:
         """Close both lock files (closing the last descriptor of a file unlocks it)."""
         fds = (self._fd, self._turn_fd)
         self._fd = self._turn_fd = -1
+        if self._count is not None:
+            self._count.close()
         if self._owner is not None:
             _turns_held.pop(self._turn_key, None)
         for fd in fds:
@@ -451,6 +474,30 @@ class SharedLock:
 
     def __del__(self):
         self._close_files()
+
+
+#: ``lock.write``'s count of replaced data files: in the machine's byte order, as the
+#: compiled kernel reads it through its own map (the file is never read on another machine).
+_COUNT = struct.Struct("=Q")
+
+
+def _map_count(fd, directory):
+    """Map ``lock.write`` (``fd``), made ``WRITE_LOCK_SIZE`` bytes long first if it is shorter.
+
+    A new file is empty: growing it gives a count of 0. Two writers may
+    grow it at once; growing to the size it has changes nothing, so a
+    count written meanwhile stays.
+    """
+    try:
+        if os.fstat(fd).st_size < WRITE_LOCK_SIZE:
+            os.ftruncate(fd, WRITE_LOCK_SIZE)
+        return mmap.mmap(fd, WRITE_LOCK_SIZE)
+    except OSError as exc:
+        raise DBMError(
+            exc.errno,
+            "cannot map the lock file of semidbm database: %s" % exc.strerror,
+            os.path.join(directory, WRITE_LOCK_NAME),
+        ) from None
 
 
 def _compaction_size(directory):

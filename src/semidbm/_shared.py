@@ -61,11 +61,17 @@ _TURN_IN_KERNEL = {
 }
 
 
-def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
+#: The operations that may replace the data file (with a compacted one): their turn
+#: counts the replacement first (``SharedLock.count_replacement``).
+_REPLACE_DATA = ("compact",)
+
+
+def _in_turn(method: Callable[..., Any], replaces: bool = False) -> Callable[..., Any]:
     """``method`` run in a turn of the database's shared lock.
 
     Without the lock (closed, or in a forked child) it runs as it is,
-    and raises what the kernel raises for such a database.
+    and raises what the kernel raises for such a database. A method
+    that ``replaces`` the data file counts that in the turn first.
     """
 
     @functools.wraps(method)
@@ -75,6 +81,8 @@ def _in_turn(method: Callable[..., Any]) -> Callable[..., Any]:
         if not depth:
             return method(self, *args, **kwds)
         try:
+            if replaces:
+                lock.count_replacement()
             return method(self, *args, **kwds)
         finally:
             lock.leave(self._publish, depth)
@@ -124,7 +132,9 @@ def shared_class(
     ``warn_of_torn_tail(path, torn_tail)`` warns of a torn tail that a
     turn cut (left by a writer that died in its turn).
     """
-    members: dict[str, Any] = {name: _in_turn(getattr(base, name)) for name in _IN_TURN}
+    members: dict[str, Any] = {
+        name: _in_turn(getattr(base, name), name in _REPLACE_DATA) for name in _IN_TURN
+    }
     for name, (in_kernel, in_python) in _TURN_IN_KERNEL.items():
         if hasattr(base, in_kernel):
             members[in_python] = members[name]

@@ -29,8 +29,13 @@
  * flock on a file without waiting (0, or an errno: EWOULDBLOCK if another
  * holds it), semidbm_end_turn lets go of it (0, or an errno), and
  * semidbm_file_at finds the identity and size of a file named in an open
- * directory (0, or an errno). Windows has none of them (ENOSYS): its
- * turns are all taken in Python.
+ * directory (0, or an errno). semidbm_map_counter maps, read-only, the
+ * 64-bit count at the start of a file (lock.write's count of replaced
+ * data files), or gives NULL; semidbm_unmap_counter undoes it;
+ * semidbm_file_end finds the size of an open file from its end, without
+ * the cost of fstat on a file that has unwritten pages (0, or an errno).
+ * Windows has none of them (ENOSYS, NULL): its turns are all taken in
+ * Python.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -143,6 +148,24 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     return ENOSYS;
 }
 
+static const volatile uint64_t *semidbm_map_counter(int fd)
+{
+    (void)fd;
+    return NULL;
+}
+
+static void semidbm_unmap_counter(const volatile uint64_t *counter)
+{
+    (void)counter;
+}
+
+static int semidbm_file_end(int fd, uint64_t *size)
+{
+    (void)fd;
+    (void)size;
+    return ENOSYS;
+}
+
 static int64_t semidbm_clock_ns(void)
 {
     LARGE_INTEGER now, frequency;
@@ -251,6 +274,26 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     *device = (uint64_t)info.st_dev;
     *inode = (uint64_t)info.st_ino;
     *size = (uint64_t)info.st_size;
+    return 0;
+}
+
+static const volatile uint64_t *semidbm_map_counter(int fd)
+{
+    void *address = mmap(NULL, sizeof(uint64_t), PROT_READ, MAP_SHARED, fd, 0);
+    return address == MAP_FAILED ? NULL : (const volatile uint64_t *)address;
+}
+
+static void semidbm_unmap_counter(const volatile uint64_t *counter)
+{
+    munmap((void *)counter, sizeof(uint64_t));
+}
+
+static int semidbm_file_end(int fd, uint64_t *size)
+{
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0)
+        return errno;
+    *size = (uint64_t)end;
     return 0;
 }
 

@@ -28,6 +28,9 @@ cdef extern from "_core_pieces/platform.h":
     int semidbm_end_turn(int fd)
     int semidbm_file_at(int directory, const char* name, uint64_t* device, uint64_t* inode,
                         uint64_t* size)
+    const volatile uint64_t* semidbm_map_counter(int fd)
+    void semidbm_unmap_counter(const volatile uint64_t* counter)
+    int semidbm_file_end(int fd, uint64_t* size)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
