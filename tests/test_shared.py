@@ -528,6 +528,44 @@ def test_single_operations_take_their_whole_turn_in_c_in_the_usual_case(
     assert contents(kernel, dbpath) == {b"b": b"2"}
 
 
+def test_bulk_calls_take_their_whole_turn_in_c_in_the_usual_case(
+    kernel, dbopen, dbpath, python_turns
+):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        del python_turns[:]
+        first.update({b"a": b"1", b"b": b"2"}, c=b"3")
+        second.update([(b"d", b"4")])  # catches up with first's records
+        first.delete_many([b"a", b"d"])  # d is second's: first caught up first
+        with pytest.raises(KeyError):
+            second.delete_many([b"b", b"a"])  # a is gone: nothing is deleted
+        assert turn_is_free(dbpath)
+        if in_c(kernel):  # the pure kernel's update puts each item in a turn inside its own
+            assert not python_turns
+        assert dict(first.items()) == dict(second.items()) == {b"b": b"2", b"c": b"3"}
+    assert contents(kernel, dbpath) == {b"b": b"2", b"c": b"3"}
+
+
+def test_code_an_update_runs_is_in_its_turn_and_what_it_wrote_before_an_error_is_kept(
+    kernel, dbopen, dbpath, python_turns
+):
+    with dbopen(dbpath, "cm") as database:
+        del python_turns[:]
+
+        def items():
+            yield b"a", b"1"
+            assert not turn_is_free(dbpath)
+            database[b"inside"] = b"2"  # only counts in the update's turn
+            yield b"b", b"3"
+            raise RuntimeError("the iterator failed")
+
+        with pytest.raises(RuntimeError, match="iterator failed"):
+            database.update(items())
+        assert turn_is_free(dbpath)
+        if in_c(kernel):
+            assert len(python_turns) == 1  # the put inside, counted in the update's
+    assert contents(kernel, dbpath) == {b"a": b"1", b"inside": b"2", b"b": b"3"}
+
+
 def test_a_turn_another_process_holds_is_waited_for_in_python(
     kernel, dbopen, dbpath, python_turns
 ):

@@ -1101,6 +1101,30 @@ cdef class Store:
         finally:
             turn_end(self, lock)
 
+    def _shared_update(self, other=(), /, **kwds):
+        """A shared writer's ``update``: as ``_shared_put``, else ``_update_in_turn``.
+
+        Code that the call runs (an iterator's) runs in the turn, as in
+        a turn taken in Python.
+        """
+        cdef object lock = turn_begin(self)
+        if lock is None:
+            return self._update_in_turn(other, **kwds)
+        try:
+            bulk_update(self, other, kwds)
+        finally:
+            turn_end(self, lock)
+
+    def _shared_delete_many(self, keys):
+        """A shared writer's ``delete_many``: as ``_shared_put``, else ``_delete_many_in_turn``."""
+        cdef object lock = turn_begin(self)
+        if lock is None:
+            return self._delete_many_in_turn(keys)
+        try:
+            bulk_delete(self, keys)
+        finally:
+            turn_end(self, lock)
+
     cdef object reload(self, bint reopen):
         """Find the keys again as opening does, the file reopened first if ``reopen``.
 

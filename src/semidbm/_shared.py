@@ -9,8 +9,9 @@ buffered to the file (``Store._publish``) before unlocking, so that no
 buffered write outlives its turn. Reads take no turn: they answer from
 the state of the last turn or :meth:`~semidbm.Database.refresh`.
 
-The compiled kernel runs a single put or delete whole in C, turn and
-all, when nothing unusual happens (``_core_pieces/turns.pxi``); else
+The compiled kernel runs a single put or delete, and a bulk call
+(``update``, ``delete_many``), whole in C, turn and all, when nothing
+unusual happens (``_core_pieces/turns.pxi``); else
 the operation takes its turn here, as every operation of the pure
 kernel does.
 """
@@ -51,13 +52,15 @@ _IN_TURN = (
     "clear",
 )
 
-#: The single operations a kernel may run whole, turn and all, in C: for
-#: each, the kernel Store's method that does (the compiled kernel's), and
-#: the name under which the shared class keeps the operation in a turn
-#: taken in Python, which that method falls back on.
+#: The operations a kernel may run whole, turn and all, in C: for each,
+#: the kernel Store's method that does (the compiled kernel's), and the
+#: name under which the shared class keeps the operation in a turn taken
+#: in Python, which that method falls back on.
 _TURN_IN_KERNEL = {
     "__setitem__": ("_shared_put", "_put_in_turn"),
     "__delitem__": ("_shared_delete", "_delete_in_turn"),
+    "update": ("_shared_update", "_update_in_turn"),
+    "delete_many": ("_shared_delete_many", "_delete_many_in_turn"),
 }
 
 

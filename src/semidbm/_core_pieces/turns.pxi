@@ -1,12 +1,12 @@
-# A shared writer's turn taken in C, for its single puts and deletes
-# (Store._shared_put, Store._shared_delete): the steps of a turn of
-# _lock.SharedLock around Store._follow and Store._publish (docs/FORMAT.md,
-# "Shared writers"), without the Python between them. The GIL is held from
-# the first step to the last, so no other thread of the process runs; the
-# lock's mutex is held all the same, for the threads in a turn of their
-# own that let the GIL go. Whatever is not the usual case gives the turn up
-# before the operation changed anything, and the operation then takes its
-# turn in Python.
+# A shared writer's turn taken in C, for its single puts and deletes and
+# its bulk calls (Store._shared_put, _shared_delete, _shared_update,
+# _shared_delete_many): the steps of a turn of _lock.SharedLock around
+# Store._follow and Store._publish (docs/FORMAT.md, "Shared writers"),
+# without the Python between them. The lock's mutex is held as in Python:
+# a single put or delete holds the GIL from the first step to the last, but
+# a bulk call may run Python code (its iterator's), and other threads with
+# it. Whatever is not the usual case gives the turn up before the operation
+# changed anything, and the operation then takes its turn in Python.
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident()
