@@ -676,6 +676,20 @@ def test_an_empty_lock_write_is_grown_and_a_count_in_it_kept(kernel, dbopen, dbp
     assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
 
 
+def test_any_count_in_lock_write_is_checked_by_a_stat_at_a_writers_first_turn(
+    kernel, dbopen, dbpath
+):
+    dbopen(dbpath, "c").close()
+    with open(os.path.join(dbpath, WRITE_LOCK_NAME), "wb") as lock_file:
+        lock_file.write((2**64 - 2).to_bytes(WRITE_LOCK_SIZE, sys.byteorder))
+    with dbopen(dbpath, "wm") as first, dbopen(dbpath, "wm") as second:
+        second[b"a"] = b"1"
+        second.compact()  # the count wraps around to all ones
+        assert replacements(dbpath) == 2**64 - 1
+        first[b"b"] = b"2"  # its first turn: the count it sees proves nothing yet
+    assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
+
+
 def test_a_long_tail_of_another_writer_is_replayed_in_python(kernel, dbopen, dbpath, python_turns):
     with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
         first[b"a"] = b"1"

@@ -150,9 +150,10 @@ cdef class Store:
     cdef uint64_t data_inode
     # For a shared writer's turns in C (turn_follow): lock.write's count of data
     # files replaced, mapped at its first (or NULL), and the count at which a stat
-    # last found data to be the file open here (NO_COUNT before any).
+    # last found data to be the file open here, if one has (replacements_known).
     cdef const volatile uint64_t* replacements
     cdef uint64_t replacements_seen
+    cdef bint replacements_known
     # The open database directory's descriptor (_files.Directory.fd), or -1.
     cdef int directory_fd
 
@@ -160,7 +161,7 @@ cdef class Store:
         self.fd = -1
         self.directory_fd = -1
         self.replacements = NULL
-        self.replacements_seen = NO_COUNT
+        self.replacements_known = False
         self.log.map = NULL
         self.log.buffer = NULL
         self.index.table.slots = NULL
@@ -223,7 +224,7 @@ cdef class Store:
         if self.replacements != NULL:
             semidbm_unmap_counter(self.replacements)
             self.replacements = NULL
-            self.replacements_seen = NO_COUNT
+            self.replacements_known = False
         free(self.log.buffer)
         self.log.buffer = NULL
         self.buffer_used = 0

@@ -29,9 +29,6 @@ cdef extern from *:
 # The data file's name in the database directory, for fstatat.
 cdef bytes DATA_FILE_NAME = os.fsencode(_DATA_NAME)
 
-# Store.replacements_seen before a stat has found data to be the store's file.
-cdef uint64_t NO_COUNT = <uint64_t>-1
-
 
 cdef object turn_begin(Store store):
     """Begin a turn of the shared writer ``store`` in C: its ``SharedLock``, or None.
@@ -95,7 +92,7 @@ cdef bint turn_follow(Store store, int turn_fd) except -1:
         if store.replacements == NULL:
             return False
     count = store.replacements[0]
-    if count == store.replacements_seen:
+    if store.replacements_known and count == store.replacements_seen:
         if semidbm_file_end(store.fd, &size):
             return False
     else:
@@ -104,6 +101,7 @@ cdef bint turn_follow(Store store, int turn_fd) except -1:
         if device != store.data_device or inode != store.data_inode:
             return False
         store.replacements_seen = count
+        store.replacements_known = True
     if size == store.log.disk_end:
         return True
     if size < store.log.disk_end or size - store.log.disk_end >= THREADED_REPLAY_MIN:
