@@ -690,6 +690,59 @@ def test_any_count_in_lock_write_is_checked_by_a_stat_at_a_writers_first_turn(
     assert contents(kernel, dbpath) == {b"a": b"1", b"b": b"2"}
 
 
+FULL_DISK = """
+filler = sys.argv[3]
+with semidbm.open(path, "c") as db:
+    db.update((b"k%d" % number, bytes(1000)) for number in range(100))
+database = semidbm.open(path, "wm", buffer_size=0)
+fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, bytes(4096))
+except OSError:
+    pass
+os.close(fd)
+database[b"put"] = b"1"  # its turn reads the count (in C: through a map)
+try:
+    database.compact()  # the count is written first
+except semidbm.error as exc:
+    print("compact:", exc.errno)
+os.remove(filler)
+database.close()
+print("closed", flush=True)
+"""
+
+
+def test_a_full_disk_gives_shared_writers_errors_not_a_crash(kernel, dbpath, small_disk):
+    # lock.write's count was written at the open: neither a read through a map nor a
+    # write of it needs a new page on the full disk (a file only made longer did: SIGBUS).
+    path = os.path.join(small_disk, "db")
+    child = start(kernel, FULL_DISK, path, os.path.join(small_disk, "filler"))
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr
+    assert stdout.splitlines() == ["compact: %d" % errno.ENOSPC, "closed"]
+    assert contents(kernel, path)[b"put"] == b"1"
+
+
+def test_a_bulk_call_that_writes_through_another_handle_is_refused_at_once(
+    kernel, dbopen, dbpath
+):
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm", lock_timeout=2) as second:
+
+        def items():
+            second[b"inside"] = b"1"  # this thread holds the turn, through first
+            yield b"a", b"1"
+
+        for call in (lambda: first.update(items()), lambda: first.delete_many(
+            key for key, _ in items()
+        )):
+            with pytest.raises(semidbm.error) as raised:
+                call()
+            assert raised.value.errno == errno.EDEADLK
+            assert turn_is_free(dbpath)
+    assert contents(kernel, dbpath) == {}
+
+
 def test_a_long_tail_of_another_writer_is_replayed_in_python(kernel, dbopen, dbpath, python_turns):
     with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
         first[b"a"] = b"1"

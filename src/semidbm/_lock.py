@@ -24,7 +24,6 @@ one byte, far past the process id, with ``msvcrt.locking``.
 """
 
 import errno
-import mmap
 import os
 import struct
 import sys
@@ -298,8 +297,11 @@ class SharedLock:
     # Slots: a turn taken in C reads and sets some of them at every operation.
     __slots__ = (
         "_directory", "_timeout", "_mutex", "_owner", "_depth", "_fd", "_turn_fd", "_turn_key",
-        "_count",
+        "_count_ready",
     )
+
+    #: The turns this process holds (``_turns_held``), for a turn taken in C.
+    _held = _turns_held
 
     def __init__(self, directory, mode, timeout):
         self._directory = directory
@@ -308,14 +310,13 @@ class SharedLock:
         self._owner = None  # the thread in the turn
         self._depth = 0
         self._fd = self._turn_fd = -1
-        self._count = None
+        self._count_ready = False
         fd = _open_lock_file(directory, LOCK_NAME, mode)
         try:
             if not _lock_for_writer(fd, shared=True):
                 raise _refusal(fd, directory)
             self._turn_fd = _open_lock_file(directory, WRITE_LOCK_NAME, mode)
             self._turn_key = file_identity(self._turn_fd)
-            self._count = _map_count(self._turn_fd, directory)
         except BaseException:
             if self._turn_fd >= 0:
                 os.close(self._turn_fd)
@@ -356,12 +357,14 @@ class SharedLock:
             raise
         self._owner, self._depth = me, 1
         _turns_held[self._turn_key] = me
-        if follow is not None:
-            try:
+        try:
+            if not self._count_ready:
+                self._ready_count()
+            if follow is not None:
                 follow()
-            except BaseException:
-                self.leave(None, 1)
-                raise
+        except BaseException:
+            self.leave(None, 1)
+            raise
         return 1
 
     def leave(self, publish, depth):
@@ -388,16 +391,45 @@ class SharedLock:
             finally:
                 self._mutex.release()
 
+    def _ready_count(self):
+        """Write ``lock.write``'s count back as it is (zeros where the file is shorter), in the
+        first turn of this lock (the open's).
+
+        The write gives its bytes a block on the disk: a turn in C reads
+        the count through a map, and a map of a hole (a file that was
+        only made longer) faults with ``SIGBUS`` where the filesystem
+        is full and must find a page for it (tmpfs). On a full disk this
+        open fails instead, once, with the disk's error. Only a turn
+        writes the count, so rewriting it loses none.
+        """
+        self._write_count(self._read_count())
+        self._count_ready = True
+
+    def _read_count(self):
+        """``lock.write``'s count of replaced data files (missing bytes read as zeros)."""
+        try:
+            raw = os.pread(self._turn_fd, WRITE_LOCK_SIZE, 0)
+        except OSError as exc:
+            raise os_error(exc, "cannot read the lock file of semidbm database") from None
+        return _COUNT.unpack(raw.ljust(WRITE_LOCK_SIZE, b"\0"))[0]
+
     def count_replacement(self):
         """Count, in ``lock.write``, a replacement of the data file this turn is about to make.
 
         Called in the turn, before a compaction: a turn in C that finds
         the count unchanged knows ``data`` to be the file it has open
         without a stat (``turns.pxi``). Counting one that then fails
-        costs the next turns of each writer one stat.
+        costs the next turns of each writer one stat. If the count
+        cannot be written, the compaction does not start.
         """
-        (count,) = _COUNT.unpack_from(self._count)
-        _COUNT.pack_into(self._count, 0, (count + 1) & 0xFFFFFFFFFFFFFFFF)
+        self._write_count((self._read_count() + 1) & 0xFFFFFFFFFFFFFFFF)
+
+    def _write_count(self, count):
+        """Write ``count`` as ``lock.write``'s count of replaced data files (in a turn)."""
+        try:
+            os.pwrite(self._turn_fd, _COUNT.pack(count), 0)
+        except OSError as exc:
+            raise os_error(exc, "cannot write the lock file of semidbm database") from None
 
     def _wait_for_turn(self):
         """Take ``lock.write``, polling, for up to the timeout; DBMError (ETIMEDOUT) after it.
@@ -464,8 +496,6 @@ class SharedLock:
         """Close both lock files (closing the last descriptor of a file unlocks it)."""
         fds = (self._fd, self._turn_fd)
         self._fd = self._turn_fd = -1
-        if self._count is not None:
-            self._count.close()
         if self._owner is not None:
             _turns_held.pop(self._turn_key, None)
         for fd in fds:
@@ -479,25 +509,6 @@ class SharedLock:
 #: ``lock.write``'s count of replaced data files: in the machine's byte order, as the
 #: compiled kernel reads it through its own map (the file is never read on another machine).
 _COUNT = struct.Struct("=Q")
-
-
-def _map_count(fd, directory):
-    """Map ``lock.write`` (``fd``), made ``WRITE_LOCK_SIZE`` bytes long first if it is shorter.
-
-    A new file is empty: growing it gives a count of 0. Two writers may
-    grow it at once; growing to the size it has changes nothing, so a
-    count written meanwhile stays.
-    """
-    try:
-        if os.fstat(fd).st_size < WRITE_LOCK_SIZE:
-            os.ftruncate(fd, WRITE_LOCK_SIZE)
-        return mmap.mmap(fd, WRITE_LOCK_SIZE)
-    except OSError as exc:
-        raise DBMError(
-            exc.errno,
-            "cannot map the lock file of semidbm database: %s" % exc.strerror,
-            os.path.join(directory, WRITE_LOCK_NAME),
-        ) from None
 
 
 def _compaction_size(directory):

@@ -59,6 +59,10 @@ cdef object turn_begin(Store store):
     lock._owner = PyThread_get_thread_ident()
     lock._depth = 1
     try:
+        # Seen by this thread's other handles of the database, which then refuse at once
+        # (EDEADLK) to wait for the turn this thread holds: a bulk call's iterator may
+        # write through one, and so may a finalizer that a single put runs.
+        lock._held[lock._turn_key] = lock._owner
         if turn_follow(store, turn_fd):
             return lock
     except BaseException:  # the store is closed: the error ends the turn, as in Python
@@ -123,6 +127,7 @@ cdef int turn_release(object lock) except -1:
     cdef int failure = 0
     lock._owner = None
     lock._depth = 0
+    lock._held.pop(lock._turn_key, None)
     try:
         if lock._turn_fd >= 0:
             failure = semidbm_end_turn(lock._turn_fd)
