@@ -25,6 +25,7 @@ from ._batch import Batch
 from ._database import Database
 from .db import implementation, open
 from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
+from .sharded import ShardedDatabase, open_sharded, shard_of
 from .shelf import open_shelf
 
 __version__ = "0.6.0"
@@ -34,6 +35,9 @@ __all__ = [
     "Database",
     "Batch",
     "open_shelf",
+    "open_sharded",
+    "ShardedDatabase",
+    "shard_of",
     "error",
     "DBMError",
     "DBMLoadError",
