@@ -352,18 +352,28 @@ def test_a_bad_flag_or_option_is_refused_and_leaves_nothing(sharded_open, spath)
     assert not spath.exists()
 
 
-def test_no_manifest_is_an_error_naming_what_to_do(sharded_open, spath):
+def test_no_database_or_no_manifest_is_an_error_naming_what_to_do(sharded_open, spath):
     with pytest.raises(semidbm.error, match="give shards=N") as caught:
         sharded_open(spath, "c")
     assert caught.value.errno == errno.ENOENT and not spath.exists()
+    with pytest.raises(semidbm.error, match="^.Errno 2. no sharded semidbm database: ") as caught:
+        sharded_open(spath, "w")
+    assert caught.value.filename == str(spath)
+    with pytest.raises(semidbm.error, match="No such file") as caught:
+        sharded_open(spath / "below", "c", shards=2)  # the operating system's error, as error
+    assert caught.value.errno == errno.ENOENT
     (spath / "x").mkdir(parents=True)
     with pytest.raises(semidbm.error, match="has no manifest"):
         sharded_open(spath, "w")
-    (spath / "x").rmdir()
-    spath.rmdir()
-    spath.write_bytes(b"")
-    with pytest.raises(semidbm.error, match="not a directory"):
+
+
+def test_a_file_or_a_single_database_is_no_place_for_shards(dbopen, sharded_open, spath):
+    dbopen(spath, "c").close()
+    with pytest.raises(semidbm.error, match="is a semidbm database, not a sharded one"):
         sharded_open(spath, "c", shards=2)
+    assert sorted(os.listdir(spath)) == ["data", "lock"]
+    with pytest.raises(semidbm.error, match="not a directory"):
+        sharded_open(spath / "data", "c", shards=2)
 
 
 def test_a_creation_cut_short_before_the_manifest_is_completed_by_c(kernel, sharded_open, spath,

@@ -60,6 +60,13 @@ SHARD_MISSING = (
     "shard %d of sharded semidbm database %r is missing (not mounted, or removed): refusing to "
     "open without its keys"
 )
+#: A sharded database to open that does not exist.
+NO_SHARDED = "no sharded semidbm database"
+#: A single database's directory given to create a sharded database in (its path).
+SINGLE_NOT_SHARDED = (
+    "%r is a semidbm database, not a sharded one: open it with semidbm.open, or create the "
+    "sharded database in another directory"
+)
 #: A sharded database's path that is not a directory.
 NOT_SHARDED_DIRECTORY = "not a sharded semidbm database (not a directory): %r"
 #: ``locked()`` on a database that is not a shared writer (path).

@@ -22,6 +22,7 @@ import errno
 import json
 import os
 import stat
+import threading
 import zlib
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -31,6 +32,7 @@ from ._database import Database
 from ._records import as_bytes, as_pair, key_list
 from ._shared import SHARED_FLAGS
 from .errors import DBMError
+from .format import DATA_NAME
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -136,9 +138,22 @@ def open_sharded_with(
         raise ValueError(_messages.BAD_FLAG % (flag,))
     wanted = _shard_list(shards)
     directory = os.fsdecode(os.fspath(path))
+    try:
+        return _open_or_create(kernel, directory, flag, wanted, mode, options)
+    except DBMError:
+        raise
+    except OSError as exc:
+        raise _files.os_error(exc, "cannot open sharded semidbm database") from None
+
+
+def _open_or_create(kernel, directory, flag, wanted, mode, options):
+    """``open_sharded_with`` once its arguments are checked (``wanted``: the shards given, or
+    None), with the operating system's errors as they come."""
     manifest = _read_manifest(directory)
     if manifest is None:
         if flag[0] in "rw":
+            if not os.path.isdir(directory):
+                raise DBMError(errno.ENOENT, _messages.NO_SHARDED, directory)
             raise DBMError(errno.ENOENT, _messages.NO_MANIFEST % directory, directory)
         if wanted is None:
             raise DBMError(errno.ENOENT, _messages.NO_SHARDS_GIVEN % directory, directory)
@@ -284,7 +299,10 @@ def _create(kernel, directory, flag, paths, mode, options):
 
     So a crash at any point leaves no manifest naming a shard that was
     not made; ``'c'`` completes such a creation. If a shard's open fails,
-    the directory is removed again if that leaves it empty.
+    the directory is removed again if that leaves it empty. A single
+    database's directory is refused: shards made inside it would be
+    nested databases that no one reads. The parent directory is flushed
+    last, as for a single database.
     """
     try:
         os.mkdir(directory, mode | ((mode & 0o444) >> 2))
@@ -292,6 +310,8 @@ def _create(kernel, directory, flag, paths, mode, options):
     except FileExistsError:
         if not stat.S_ISDIR(os.stat(directory).st_mode):
             raise DBMError(_messages.NOT_SHARDED_DIRECTORY % directory) from None
+        if os.path.lexists(os.path.join(directory, DATA_NAME)):
+            raise DBMError(_messages.SINGLE_NOT_SHARDED % directory) from None
         made = False
     try:
         opened = _open_shards(kernel, directory, paths, flag, mode, options)
@@ -301,6 +321,7 @@ def _create(kernel, directory, flag, paths, mode, options):
         raise
     try:
         rule = _write_manifest(directory, paths, mode)
+        _files.fsync_directory(os.path.dirname(os.path.abspath(directory)))
     except BaseException:
         _close_all(opened)
         raise
@@ -310,7 +331,8 @@ def _create(kernel, directory, flag, paths, mode, options):
 def _write_manifest(directory, paths, mode):
     """Write the manifest naming ``paths``, atomically and durably; return its hash rule's name.
 
-    The manifest is written to a file of its own, flushed, then linked
+    The manifest is written to a file of its own (named after the process
+    and thread), flushed, then linked
     to its name, which fails if a manifest is there already (another
     process creating the same database with ``'cm'``): the manifest found
     then must name the same shards. The directory is flushed last.
@@ -324,7 +346,7 @@ def _write_manifest(directory, paths, mode):
     }
     folder = _files.Directory(directory)
     try:
-        temporary = "%s.%d.new" % (MANIFEST_NAME, os.getpid())
+        temporary = "%s.%d.%d.new" % (MANIFEST_NAME, os.getpid(), threading.get_ident())
         folder.create_file(temporary, json.dumps(manifest, indent=1).encode("ascii"), mode)
         try:
             folder.link(temporary, MANIFEST_NAME)
