@@ -400,6 +400,18 @@ def test_a_creation_cut_short_before_the_manifest_is_completed_by_c(kernel, shar
         assert [shard[b"early"] for shard in database.shards] == [b"0", b"1", b"2"]
 
 
+def test_a_creation_that_finds_a_manifest_made_meanwhile_keeps_it(sharded_open, spath):
+    # Two processes creating the database with 'cm': the second to write the manifest finds
+    # the first's, checks it, and never replaces it.
+    sharded_open(spath, "c", shards=2).close()
+    manifest = (spath / MANIFEST).read_bytes()
+    assert sharded._write_manifest(str(spath), ["shard-0000", "shard-0001"], 0o666) == "crc32"
+    with pytest.raises(semidbm.error, match="shards=3 shards given, but its manifest names 2"):
+        sharded._write_manifest(str(spath), ["shard-0000", "shard-0001", "shard-0002"], 0o666)
+    assert (spath / MANIFEST).read_bytes() == manifest
+    assert sorted(os.listdir(spath)) == ["shard-0000", "shard-0001", MANIFEST]
+
+
 def test_shards_on_another_directory_by_absolute_path(kernel, sharded_open, spath, tmp_path):
     elsewhere = tmp_path / "other mount"
     elsewhere.mkdir()
