@@ -499,7 +499,7 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         """Return a list of the ``(key, value)`` pairs, in the order of :meth:`keys`."""
         return [item for shard in self._shards for item in shard.items()]
 
-    def _group(self, keys):
+    def _group(self, keys: list[bytes]) -> list[list[int]]:
         """The place in ``keys`` (bytes) of each key, grouped by shard: a list per shard."""
         places: list[list[int]] = [[] for _ in self._shards]
         route, count = self._route, self._count
@@ -513,12 +513,11 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         As :meth:`semidbm.Database.get_many`, each shard asked once for
         its keys; each shard's answers are read at once, not all of them.
         """
-        originals = key_list(keys, "get_many")
-        keys = [as_bytes(key, "keys") for key in originals]
-        answers: list[Any] = [default] * len(keys)
-        for shard, places in zip(self._shards, self._group(keys)):
+        encoded = [as_bytes(key, "keys") for key in key_list(keys, "get_many")]
+        answers: list[Any] = [default] * len(encoded)
+        for shard, places in zip(self._shards, self._group(encoded)):
             if places:
-                values = shard.get_many([keys[place] for place in places], default)
+                values = shard.get_many([encoded[place] for place in places], default)
                 for place, value in zip(places, values):
                     answers[place] = value
         return answers
@@ -568,15 +567,15 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         """
         self._check_writable("delete")
         originals = key_list(keys, "delete_many")
-        keys = [as_bytes(key, "keys") for key in originals]
+        encoded = [as_bytes(key, "keys") for key in originals]
         seen = set()
-        for original, key in zip(originals, keys):
+        for original, key in zip(originals, encoded):
             if key in seen or key not in self._shard(key):
                 raise KeyError(original)
             seen.add(key)
-        for shard, places in zip(self._shards, self._group(keys)):
+        for shard, places in zip(self._shards, self._group(encoded)):
             if places:
-                shard.delete_many([keys[place] for place in places])
+                shard.delete_many([encoded[place] for place in places])
 
     def _check_writable(self, action):
         """Raise semidbm.error if the database is closed or read-only (``action``: the attempt)."""
