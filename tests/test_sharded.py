@@ -324,6 +324,8 @@ def test_shards_that_contradict_the_manifest_are_refused(sharded_open, spath):
         sharded_open(spath, "r", shards=["a", "b", "c"])
     sharded_open(spath, "r", shards=3).close()
     sharded_open(spath, "r", shards=["shard-0000", "./shard-0001", "shard-0002/"]).close()
+    write_manifest(spath, shards=["./shard-0000", "shard-0001/", "shard-0002"])  # by hand
+    sharded_open(spath, "r", shards=3).close()
 
 
 @pytest.mark.parametrize(

@@ -172,7 +172,7 @@ def _shard_list(shards):
     """``open_sharded``'s ``shards`` as the list of shard paths a manifest holds, or None.
 
     A number ``N`` gives ``shard-0000`` to ``shard-N-1`` (relative); a list
-    of paths is checked as a manifest's is (``_check_shard_paths``).
+    of paths is checked as a manifest's is (``_shard_paths_problem``).
     """
     if shards is None:
         return None
@@ -202,10 +202,11 @@ def _stored_path(path):
 def _shard_paths_problem(paths):
     """What is wrong with ``paths`` as a manifest's list of shards; None if nothing is.
 
-    None may be empty; a relative path must lead to a place inside the
-    directory, other than the directory itself (``..`` would put a shard,
-    and the writes to it, outside what the manifest's owner gave it); no
-    two may be the same shard.
+    The list may not be empty; a relative path must lead to a place
+    inside the directory, other than the directory itself (``..``, or on
+    Windows another drive, would put a shard, and the writes to it,
+    outside what the manifest's owner gave it); no two may be the same
+    shard.
     """
     if not paths:
         return "no shard"
@@ -214,7 +215,7 @@ def _shard_paths_problem(paths):
             return "a shard's path is not a non-empty string: %r" % (path,)
         if not os.path.isabs(path):
             parts = os.path.normpath(path).split(os.sep)
-            if parts[0] in (os.curdir, os.pardir):
+            if parts[0] in (os.curdir, os.pardir) or os.path.splitdrive(path)[0]:
                 return "the relative path %r leads out of the directory" % path
     normalized = [os.path.normpath(path) for path in paths]
     if len(set(normalized)) != len(normalized):
@@ -253,7 +254,7 @@ def _read_manifest(directory):
     problem = _manifest_problem(manifest)
     if problem is not None:
         raise DBMError(_messages.BAD_MANIFEST % (manifest_path, problem))
-    return manifest["hash"], manifest["shards"]
+    return manifest["hash"], [_stored_path(path) for path in manifest["shards"]]
 
 
 def _manifest_problem(manifest):
@@ -323,7 +324,7 @@ def _create(kernel, directory, flag, paths, mode, options):
         rule = _write_manifest(directory, paths, mode)
         _files.fsync_directory(os.path.dirname(os.path.abspath(directory)))
     except BaseException:
-        _close_all(opened)
+        _close_after_failure(opened)
         raise
     return ShardedDatabase(directory, flag, rule, opened)
 
@@ -332,10 +333,10 @@ def _write_manifest(directory, paths, mode):
     """Write the manifest naming ``paths``, atomically and durably; return its hash rule's name.
 
     The manifest is written to a file of its own (named after the process
-    and thread), flushed, then linked
-    to its name, which fails if a manifest is there already (another
-    process creating the same database with ``'cm'``): the manifest found
-    then must name the same shards. The directory is flushed last.
+    and thread), flushed, then linked to its name, which fails if a
+    manifest is there already (another process creating the same database
+    with ``'cm'``): the manifest found then must name the same shards. The
+    directory is flushed last.
     """
     manifest = {
         "format": MANIFEST_FORMAT,
@@ -371,14 +372,22 @@ def _open_shards(kernel, directory, paths, flag, mode, options):
         for path in paths:
             opened.append(db.open_with(kernel, _resolve(directory, path), flag, mode, **options))
     except BaseException:
-        _close_all(opened)
+        _close_after_failure(opened)
         raise
     return opened
 
 
-def _close_all(shards):
-    """Close every shard of ``shards``, even if one fails to; then raise the first error."""
-    _on_each(shards, lambda shard: shard.close())
+def _close_after_failure(shards):
+    """Close every shard of ``shards`` after a step of an open failed.
+
+    That failure is what is reported: an error closing a shard is
+    ignored, and the others are closed all the same.
+    """
+    for shard in shards:
+        try:
+            shard.close()
+        except Exception:
+            pass
 
 
 def _on_each(shards, operation):
