@@ -196,6 +196,9 @@ def test_get_many_answers_in_the_callers_order(sharded_open, spath):
         keys = [b"k49", "k3", b"missing", bytearray(b"k3"), b"k0", b"k17"]
         assert database.get_many(keys) == [b"v49", b"v3", None, b"v3", b"v0", b"v17"]
         assert database.get_many([], b"d") == []
+        with database.view("k3") as view:
+            assert bytes(view) == b"v3"
+        database.sync()
         with pytest.raises(TypeError, match="not one key"):
             database.get_many(b"k1")
 

@@ -12,6 +12,9 @@ or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``,
 or ``semidbm.open_shelf("objects.db", serializer="json")`` for a shelf
 that is safe to read from untrusted sources (``semidbm.shelf``).
 
+``semidbm.open_sharded`` opens several databases in one directory as one
+mapping, each key in the shard its hash names (``semidbm.sharded``).
+
 ``semidbm.migrate`` copies stdlib dbm databases into semidbm and moves
 data through a text dump; the ``semidbm`` command (``python -m semidbm``)
 does both, and more, from the shell.
