@@ -5,6 +5,10 @@ The checks follow what CPython's own test suites for ``dbm``, ``dbm.dumb``,
 exceptions, str and bytes, paths, closing), written afresh. The first test
 runs one piece of dbm client code against the stdlib modules and semidbm
 and compares what it observes.
+
+The checks that hold for any database run on a sharded one too
+(``any_open``: ``semidbm.open_sharded``, 3 shards); those that look at a
+single database's files (its ``data``, its directory) use ``dbopen`` alone.
 """
 
 import dbm
@@ -13,6 +17,22 @@ import os
 import pytest
 
 import semidbm
+from semidbm import sharded
+
+
+@pytest.fixture(params=["single", "sharded"])
+def any_open(request, kernel, dbopen):
+    """What opens a database with the kernel under test: ``semidbm.open``, or
+    ``semidbm.open_sharded`` (3 shards), called as code written for ``dbm.open`` calls it."""
+    if request.param == "single":
+        return dbopen
+
+    def open_sharded(path, flag="r", mode=0o666, verify_checksums=False, **options):
+        return sharded.open_sharded_with(
+            kernel, path, flag, 3, mode, verify_checksums=verify_checksums, **options
+        )
+
+    return open_sharded
 
 
 class BytesPath:
@@ -66,19 +86,19 @@ def client_code(open_function, path):
 
 
 @pytest.mark.parametrize("name", ["dbm.dumb", "dbm.gnu"])
-def test_client_code_sees_the_same_as_with_the_stdlib(name, dbopen, tmp_path):
+def test_client_code_sees_the_same_as_with_the_stdlib(name, any_open, tmp_path):
     # dbm.gnu comes with Debian's python3-gdbm (the nox sessions install it).
     module = pytest.importorskip(
         name, reason="this Python has no %s (Debian's own has it with python3-gdbm)" % name
     )
     expected = client_code(module.open, str(tmp_path / "stdlib"))
-    assert client_code(dbopen, str(tmp_path / "semidbm")) == expected
+    assert client_code(any_open, str(tmp_path / "semidbm")) == expected
 
 
-def test_error_is_an_oserror_naming_the_missing_database(dbopen, dbpath):
+def test_error_is_an_oserror_naming_the_missing_database(any_open, dbpath):
     assert issubclass(semidbm.error, OSError)
     with pytest.raises(semidbm.error) as caught:
-        dbopen(dbpath, "r")
+        any_open(dbpath, "r")
     assert caught.value.errno == 2
     assert caught.value.filename == str(dbpath)
 
@@ -88,19 +108,19 @@ def test_error_is_an_oserror_naming_the_missing_database(dbopen, dbpath):
     [str, os.fsencode, lambda path: path, BytesPath],
     ids=["str", "bytes", "path", "bytes-path"],
 )
-def test_every_kind_of_path(dbopen, dbpath, convert):
-    with dbopen(convert(dbpath), "c") as db:
+def test_every_kind_of_path(any_open, dbpath, convert):
+    with any_open(convert(dbpath), "c") as db:
         db[b"k"] = b"v"
-    with dbopen(convert(dbpath), "r") as db:
+    with any_open(convert(dbpath), "r") as db:
         assert db[b"k"] == b"v"
 
 
-def test_non_ascii_path(dbopen, tmp_path):
+def test_non_ascii_path(any_open, tmp_path):
     path = tmp_path / "d\u00e9j\u00e0 vu \U0001f40d"
-    with dbopen(path, "c") as db:
+    with any_open(path, "c") as db:
         db[b"key"] = b"value"
     assert path.is_dir()
-    with dbopen(path, "r") as db:
+    with any_open(path, "r") as db:
         assert db.keys() == [b"key"]
 
 
@@ -125,8 +145,8 @@ def test_reader_on_a_read_only_directory_writes_nothing(dbopen, dbpath):
         os.chmod(dbpath, 0o700)
 
 
-def test_every_operation_on_a_closed_database_raises_error(dbopen, dbpath):
-    db = dbopen(dbpath, "c")
+def test_every_operation_on_a_closed_database_raises_error(any_open, dbpath):
+    db = any_open(dbpath, "c")
     db[b"k"] = b"v"
     db.close()
     for operation in [
@@ -150,12 +170,12 @@ def test_every_operation_on_a_closed_database_raises_error(dbopen, dbpath):
             operation()
 
 
-def test_clear_empties_and_stays_empty(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_clear_empties_and_stays_empty(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         db.update({b"a": b"b", b"12345678910": b"019237410982340912840198242"})
         db.clear()
         assert len(db) == 0 and b"a" not in db
-    with dbopen(dbpath, "r") as db:
+    with any_open(dbpath, "r") as db:
         assert db.keys() == []
 
 
@@ -171,39 +191,39 @@ def firstkey_pass(db):
     return keys
 
 
-def test_firstkey_nextkey_visit_every_key_once_in_iteration_order(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_firstkey_nextkey_visit_every_key_once_in_iteration_order(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         for number in range(200):
             db[b"key %d" % number] = b"v"
         assert firstkey_pass(db) == list(db)
         assert sorted(firstkey_pass(db)) == sorted(b"key %d" % number for number in range(200))
 
 
-def test_walk_of_an_empty_database(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_walk_of_an_empty_database(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         assert db.firstkey() is None
         db[b"only"] = b"v"
         assert db.firstkey() == b"only"
         assert db.nextkey(b"only") is None
 
 
-def test_nextkey_of_an_unknown_key_is_none(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_nextkey_of_an_unknown_key_is_none(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         db[b"a"] = b"1"
         db.firstkey()
         assert db.nextkey(b"missing") is None
 
 
-def test_nextkey_takes_str_and_works_without_firstkey(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_nextkey_takes_str_and_works_without_firstkey(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         db.update({"a": "1", "b": "2", "c": "3"})
         order = list(db)
         assert db.nextkey(order[0].decode()) == order[1]
         assert db.nextkey(bytearray(order[1])) == order[2]
 
 
-def test_walk_survives_deleting_the_keys_it_visits(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_walk_survives_deleting_the_keys_it_visits(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         for number in range(100):
             db[b"%d" % number] = b"v"
         visited = []
@@ -216,8 +236,8 @@ def test_walk_survives_deleting_the_keys_it_visits(dbopen, dbpath):
         assert len(db) == 0
 
 
-def test_walk_skips_keys_deleted_ahead_and_not_keys_added(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_walk_skips_keys_deleted_ahead_and_not_keys_added(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         for number in range(10):
             db[b"%d" % number] = b"v"
         order = list(db)
@@ -246,8 +266,8 @@ def test_reorganize_shrinks_the_file_after_deletes(dbopen, dbpath):
         assert len(db) == 0
 
 
-def test_reorganize_keeps_the_content(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_reorganize_keeps_the_content(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         for number in range(50):
             db[b"%d" % number] = b"old"
             db[b"%d" % number] = b"new %d" % number
@@ -256,10 +276,10 @@ def test_reorganize_keeps_the_content(dbopen, dbpath):
         assert sorted(db.items()) == before
 
 
-def test_reader_cannot_reorganize_but_can_sync(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
+def test_reader_cannot_reorganize_but_can_sync(any_open, dbpath):
+    with any_open(dbpath, "c") as db:
         db[b"k"] = b"v"
-    with dbopen(dbpath, "r") as db:
+    with any_open(dbpath, "r") as db:
         db.sync()
         with pytest.raises(semidbm.error, match="read-only"):
             db.reorganize()

@@ -12,6 +12,9 @@ or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``,
 or ``semidbm.open_shelf("objects.db", serializer="json")`` for a shelf
 that is safe to read from untrusted sources (``semidbm.shelf``).
 
+``semidbm.open_sharded`` opens several databases in one directory as one
+mapping, each key in the shard its hash names (``semidbm.sharded``).
+
 ``semidbm.migrate`` copies stdlib dbm databases into semidbm and moves
 data through a text dump; the ``semidbm`` command (``python -m semidbm``)
 does both, and more, from the shell.
@@ -25,6 +28,7 @@ from ._batch import Batch
 from ._database import Database
 from .db import implementation, open
 from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
+from .sharded import ShardedDatabase, open_sharded, shard_of
 from .shelf import open_shelf
 
 __version__ = "0.6.0"
@@ -34,6 +38,9 @@ __all__ = [
     "Database",
     "Batch",
     "open_shelf",
+    "open_sharded",
+    "ShardedDatabase",
+    "shard_of",
     "error",
     "DBMError",
     "DBMLoadError",

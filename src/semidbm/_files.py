@@ -259,6 +259,16 @@ class Directory:
             self._name(source), self._name(target), src_dir_fd=self.fd, dst_dir_fd=self.fd
         )
 
+    def link(self, source, target):
+        """Give the file ``source`` the name ``target`` too: FileExistsError if it is taken.
+
+        Unlike a rename, which replaces what has the name, so that two
+        processes creating the same file never replace each other's.
+        """
+        os.link(
+            self._name(source), self._name(target), src_dir_fd=self.fd, dst_dir_fd=self.fd
+        )
+
     def remove(self, name):
         """Remove the file ``name``."""
         os.remove(self._name(name), dir_fd=self.fd)

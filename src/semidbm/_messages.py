@@ -39,6 +39,36 @@ NOT_PICKLED = (
     "it is open; pickle a reader (flag 'r'), or open a shared writer (flag 'wm' or 'cm') "
     "(%r)"
 )
+#: Pickling a closed database (the database's repr).
+CLOSED_NOT_PICKLED = "a closed semidbm database cannot be pickled (%r)"
+#: A sharded database's directory without a manifest, opened where one is needed (the path).
+NO_MANIFEST = (
+    "no sharded semidbm database at %r: it has no manifest (shards.json); if its creation was "
+    "cut short before the manifest was written, open it with flag 'c' and shards=N to complete it"
+)
+#: A sharded database to create, without the shards it needs (the path).
+NO_SHARDS_GIVEN = (
+    "no sharded semidbm database at %r (no shards.json): give shards=N, or the list of the "
+    "shards' paths, to create one"
+)
+#: ``open_sharded``'s ``shards`` against the manifest's (the path, what was given, what it has).
+OTHER_SHARDS = "sharded semidbm database %r: shards=%s given, but its manifest names %s"
+#: A manifest refused (its path, what is wrong).
+BAD_MANIFEST = "%s: not a manifest this semidbm can trust: %s"
+#: A shard that the manifest names and that is missing (its number, the database's path).
+SHARD_MISSING = (
+    "shard %d of sharded semidbm database %r is missing (not mounted, or removed): refusing to "
+    "open without its keys"
+)
+#: A sharded database to open that does not exist.
+NO_SHARDED = "no sharded semidbm database"
+#: A single database's directory given to create a sharded database in (its path).
+SINGLE_NOT_SHARDED = (
+    "%r is a semidbm database, not a sharded one: open it with semidbm.open, or create the "
+    "sharded database in another directory"
+)
+#: A sharded database's path that is not a directory.
+NOT_SHARDED_DIRECTORY = "not a sharded semidbm database (not a directory): %r"
 #: ``locked()`` on a database that is not a shared writer (path).
 NOT_SHARED = (
     "semidbm database %s is not a shared writer: only a database opened "

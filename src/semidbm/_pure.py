@@ -15,10 +15,12 @@ from . import _checkpoint, _compaction, _fields, _files, _index_file, _messages,
 from ._records import (
     CHECKSUM,
     as_bytes,
+    as_pair,
     checksum,
     encode_batch,
     encode_delete,
     encode_put,
+    key_list,
     seal,
     walk,
 )
@@ -41,31 +43,6 @@ from .format import (
 summarize_log = _records.summarize_log
 #: Keys in each chunk of ``Store._sorted_lines``.
 LINES_PER_CHUNK = 4096
-
-
-def as_pair(item, number):
-    """Item ``number`` of ``update``'s iterable as a tuple of two, as ``dict.update`` takes it.
-
-    TypeError if it is not a sequence, ValueError if its length is not 2.
-    """
-    if type(item) is not tuple:
-        try:
-            item = tuple(item)
-        except TypeError:
-            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
-    if len(item) != 2:
-        raise ValueError(_messages.NOT_TWO % (number, len(item)))
-    return item
-
-
-def key_list(keys, method):
-    """The iterable ``keys`` of ``method`` (get_many, delete_many) as a list; one key is refused.
-
-    A str or bytes-like object would give its characters or bytes as keys.
-    """
-    if isinstance(keys, (str, bytes, bytearray, memoryview)):
-        raise TypeError(_messages.ONE_KEY % (method, type(keys).__name__))
-    return list(keys)
 
 
 def replay_log(data, index, position, path, batches, base=0):

@@ -8,7 +8,9 @@ at all ("Batches"). The pure kernel encodes its records here and walks the log w
 :func:`walk` to rebuild its index and to copy the live records when it
 compacts; the tools walk it to examine a data file (``_examine``), and the
 torn-tail policy (``_tail``) to look for a record that ends the file. The
-compiled kernel parses the log in C, by the same rules.
+compiled kernel parses the log in C, by the same rules. The checks of the
+arguments that Python code takes as keys and values (``as_bytes``, ``as_pair``,
+``key_list``) are here too: the pure kernel's and the sharded database's.
 
 The constants stay in ``format``, which every module imports (``_messages``
 among them); this module raises an error with a message from
@@ -77,6 +79,31 @@ def as_bytes(item, what):
     if view.nbytes > MAX_LENGTH:
         raise ValueError(_messages.TOO_LONG % what)
     return view.tobytes()
+
+
+def as_pair(item, number):
+    """Item ``number`` of ``update``'s iterable as a tuple of two, as ``dict.update`` takes it.
+
+    TypeError if it is not a sequence, ValueError if its length is not 2.
+    """
+    if type(item) is not tuple:
+        try:
+            item = tuple(item)
+        except TypeError:
+            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
+    if len(item) != 2:
+        raise ValueError(_messages.NOT_TWO % (number, len(item)))
+    return item
+
+
+def key_list(keys, method):
+    """The iterable ``keys`` of ``method`` (get_many, delete_many) as a list; one key is refused.
+
+    A str or bytes-like object would give its characters or bytes as keys.
+    """
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(_messages.ONE_KEY % (method, type(keys).__name__))
+    return list(keys)
 
 
 def encode_batch(changes):

@@ -127,7 +127,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
             is open.
             """
             if self.closed:
-                raise TypeError("a closed semidbm database cannot be pickled (%r)" % self)
+                raise TypeError(_messages.CLOSED_NOT_PICKLED % self)
             arguments = self._arguments
             if arguments[1] not in ("r",) + SHARED_FLAGS:
                 raise TypeError(_messages.NOT_PICKLED % self)
