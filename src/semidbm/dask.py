@@ -181,6 +181,7 @@ def read_bag(
     what: str = "items",
     npartitions: Optional[int] = None,
     decode: Optional[Callable[[memoryview], Any]] = None,
+    serializer: Optional[str] = None,
 ) -> "dask.bag.Bag":
     """A Dask bag of a database's ``(key, value)`` pairs (``what="items"``), keys or values.
 
@@ -190,13 +191,16 @@ def read_bag(
     hash, listed by the task that reads it. Keys are bytes; values are
     bytes, or ``decode(view)`` for a read-only memoryview of the value
     in the data file's map (no copy), valid during the call only:
-    ``decode`` must return an object that does not hold it. A value
-    ``decode`` fails on raises ValueError naming the key. A task that
-    finds the database written or compacted since this call raises
+    ``decode`` must return an object that does not hold it. Or
+    ``serializer`` names the shelf's serializer that decodes each value
+    (``"pickle"`` or ``"json"``, as ``semidbm.open_shelf`` wrote it). A
+    value that does not decode raises ValueError naming the key. A task
+    that finds the database written or compacted since this call raises
     :class:`DatabaseChanged`.
     """
     if what not in WHAT:
         raise ValueError("what must be one of %s, not %r" % (", ".join(WHAT), what))
+    decode = value_decoder(serializer, decode)
     planned = plan(path, npartitions)
     return dask.bag.from_delayed([
         dask.delayed(read_part, pure=True)(planned, part, what, decode)
@@ -204,13 +208,15 @@ def read_bag(
     ])
 
 
-def row_decoder(serializer, decode) -> Callable[[memoryview], Any]:
-    """The decode of ``read_dataframe``: ``decode``, or the named serializer's ``loads``."""
+def value_decoder(serializer, decode) -> Optional[Callable[[memoryview], Any]]:
+    """``decode``, or the ``loads`` of the serializer named ``serializer``; None for neither."""
     if decode is not None:
         if serializer is not None:
             raise ValueError("give serializer or decode, not both")
         return decode
-    loads = make_serializer(serializer or "pickle").loads
+    if serializer is None:
+        return None
+    loads = make_serializer(serializer).loads
     return lambda view: loads(bytes(view))
 
 
@@ -257,7 +263,8 @@ def read_dataframe(
     given = {} if meta is None else {"meta": meta}  # from_map infers it when left out
     return dask.dataframe.from_map(
         frame_part, range(planned.parts),
-        args=(planned, row_decoder(serializer, decode), None if columns is None else list(columns)),
+        args=(planned, value_decoder(serializer or (None if decode else "pickle"), decode),
+              None if columns is None else list(columns)),
         enforce_metadata=False, **given,
     )
 
