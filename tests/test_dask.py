@@ -245,6 +245,21 @@ def test_sources_of_the_wrong_kind_are_refused(dbopen, tmp_path):
             sdask.read_bag(reader, what="rows")
 
 
+def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"a"] = b'{"n": 1}'
+        writer[b"b"] = b"[2]"
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert sorted(sdask.read_bag(reader, serializer="json").compute(**SYNC)) == [
+            (b"a", {"n": 1}), (b"b", [2])
+        ]
+        with pytest.raises(ValueError, match="give serializer or decode, not both"):
+            sdask.read_bag(reader, serializer="json", decode=len)
+        for wrong in (0, -2, 1.5):
+            with pytest.raises(ValueError, match="npartitions must be a positive int"):
+                sdask.read_bag(reader, npartitions=wrong)
+
+
 def test_importing_semidbm_imports_no_dask(tmp_path):
     import subprocess
     import sys

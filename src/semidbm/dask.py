@@ -21,12 +21,15 @@ does. docs/dask.md is the guide.
 
 import math
 import os
+import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Final, Iterable, List, Optional, Tuple, Union
 
 try:
-    import dask
-    import dask.bag
+    # Dask's types where it is installed; where it is not (the type checks of
+    # the packaging session), no error: the module is then not importable.
+    import dask  # type: ignore[import-not-found,unused-ignore]
+    import dask.bag  # type: ignore[import-not-found,unused-ignore]
 except ImportError as exc:  # pragma: no cover - where the extra is installed, it imports
     raise ImportError(
         "semidbm.dask needs Dask: pip install 'semidbm[dask]' (%s)" % exc
@@ -57,7 +60,7 @@ KEYS_PER_PARTITION = 1_000_000
 WHAT = ("items", "keys", "values")
 
 #: The flag of the handles that write partitions (a shared writer that creates).
-WRITE_FLAG = "cm"
+WRITE_FLAG: Final = "cm"
 
 #: A database to read or write: its directory, or an open handle.
 Source = Union[str, "os.PathLike[str]", Database]
@@ -96,11 +99,10 @@ def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     ``source`` is a database's directory, or an open reader (whose kernel
     and options the tasks' copies keep). No key is read.
     """
+    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
+        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
     with reader(source) as database:
-        count = len(database)
-        parts = npartitions or max(1, math.ceil(count / KEYS_PER_PARTITION))
-        if not isinstance(parts, int) or parts < 1:
-            raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+        parts = npartitions or max(1, math.ceil(len(database) / KEYS_PER_PARTITION))
         return Plan(handle(database), parts, database.key_seed, database.log_state)
 
 
@@ -112,8 +114,8 @@ def handle(database: Database) -> Database:
     (``SemiDBM.__reduce__``): each task opens its own this way, in a
     worker process or in this one.
     """
-    reopen, arguments = database.__reduce__()
-    return reopen(*arguments)
+    reopened: Database = pickle.loads(pickle.dumps(database))
+    return reopened
 
 
 def reader(source: Source) -> Database:
@@ -227,7 +229,7 @@ def frame_part(part: int, plan: Plan, decode, kept) -> Any:
     ``columns``: ``from_map`` takes a function with that parameter for one
     that selects columns itself, which it then asks to).
     """
-    import pandas
+    import pandas  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     keys, rows = [], []
     for key, row in read_part(plan, part, "items", decode):
@@ -257,7 +259,7 @@ def read_dataframe(
     ``dask.dataframe.from_map``, spares Dask reading the first partition
     to learn the columns. Partitions as for :func:`read_bag`.
     """
-    import dask.dataframe
+    import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
 
     planned = plan(path, npartitions)
     given = {} if meta is None else {"meta": meta}  # from_map infers it when left out
@@ -292,11 +294,13 @@ def read_keys(
     :class:`DatabaseChanged`.
     """
     planned = plan(path, 1)
-    if not isinstance(keys, dask.bag.Bag):
-        keys = list(keys)
-        count = npartitions or max(1, math.ceil(len(keys) / KEYS_PER_PARTITION))
-        keys = dask.bag.from_sequence(keys, npartitions=count)
-    return keys.map_partitions(lookup, planned, default, decode)
+    if isinstance(keys, dask.bag.Bag):
+        bag = keys
+    else:
+        listed = list(keys)
+        count = npartitions or max(1, math.ceil(len(listed) / KEYS_PER_PARTITION))
+        bag = dask.bag.from_sequence(listed, npartitions=count)
+    return bag.map_partitions(lookup, planned, default, decode)
 
 
 def pair_encoder(serializer, encode) -> Callable[[Any], Any]:
