@@ -42,7 +42,7 @@ FIRST_ATTEMPT = b" (first attempt)"
 def client():
     """A client of a cluster of two worker processes, one thread each, for the whole module."""
     cluster = distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
         silence_logs=50,
     )
     with cluster, distributed.Client(cluster) as connected:
