@@ -97,7 +97,7 @@ def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     :data:`KEYS_PER_PARTITION` keys (at least one).
 
     ``source`` is a database's directory, or an open reader (whose kernel
-    and options the tasks' copies keep). No key is read.
+    and options the tasks' handles keep). No key is read.
     """
     if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
         raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
@@ -150,8 +150,9 @@ def opened(plan: Plan) -> Database:
 
 def decoded(decode: Callable[[memoryview], Any], database: Database, key: bytes) -> Any:
     """``decode`` of a zero-copy view of the value of ``key``; ValueError naming the key if not."""
+    view = database.view(key)  # its own errors (a checksum) are not the decoder's
     try:
-        return decode(database.view(key))
+        return decode(view)
     except Exception as exc:
         raise ValueError(
             "cannot decode the value of %r in %s: %s: %s"
