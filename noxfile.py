@@ -412,7 +412,7 @@ def install_sanitized_build(session):
 def tests(session):
     """The whole suite, both kernels, on Debian's Python; arguments go to pytest."""
     debian_packages(session)
-    install_checkout(session, "test")
+    install_checkout(session, "test", "dask")
     run_suite(session, *session.posargs)
 
 

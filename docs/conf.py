@@ -45,6 +45,9 @@ autodoc_member_order = "bysource"
 # Args and Returns): the signatures show names and defaults as written.
 autodoc_typehints = "none"
 autodoc_preserve_defaults = True
+# semidbm.dask imports Dask, an optional part the site's build does without:
+# its reference needs only the module's own docstrings.
+autodoc_mock_imports = ["dask", "pandas"]
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False

@@ -82,7 +82,7 @@ SKIP_MARKER = "# not run by the tests: "
 NOT_CODE = re.compile(r"text|\{.*\}")
 
 #: Modules some Pythons lack: a block that imports one runs only where it imports.
-OPTIONAL_MODULES = ("dbm.gnu", "dbm.ndbm", "dbm.sqlite3", "lmdb")
+OPTIONAL_MODULES = ("dbm.gnu", "dbm.ndbm", "dbm.sqlite3", "lmdb", "semidbm.dask")
 
 #: Time for all of a block's processes together.
 BLOCK_SECONDS = 60

@@ -37,7 +37,9 @@ from posix.types cimport pid_t
 
 import sys
 
-from . import _checkpoint, _compaction, _fields, _files, _index_file, _messages, _tail
+from . import (
+    _checkpoint, _compaction, _fields, _files, _index_file, _messages, _parts, _tail
+)
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
     COMPACT_CHUNK as _COMPACT_CHUNK,
@@ -88,6 +90,8 @@ include "_core_pieces/summary.pxi"
 include "_core_pieces/views.pxi"
 # The Store's use of the index file: map, check, drop, switch, write.
 include "_core_pieces/keys.pxi"
+# Parts of the keys, listed from the slot ranges that hold them (semidbm.dask).
+include "_core_pieces/parts.pxi"
 # Committing a batch: one record whose keys enter the index together.
 include "_core_pieces/batch_commit.pxi"
 # The keys in byte order as lines of text (Store._sorted_lines).
@@ -311,6 +315,24 @@ cdef class Store:
     def index_covered(self):
         """``_interface.Store.index_covered``."""
         return self.index.base.covered
+
+    @property
+    def key_seed(self):
+        """``_interface.Store.key_seed``: the index's (its index file's, if one is mapped)."""
+        self.check_open()
+        return self.index.seed
+
+    @property
+    def log_state(self):
+        """``_interface.Store.log_state``."""
+        self.check_open()
+        return _parts.log_state(self.fd, self.log.disk_end + self.buffer_used, self.log.disk_end)
+
+    def _part_keys(self, part, parts, seed):
+        """``_interface.Store._part_keys``: a range of slots under the index's seed (parts.pxi)."""
+        _parts.check_part(part, parts, seed)
+        self.check_open()
+        return parts_list(self, part, parts, seed)
 
     @property
     def format_version(self):

@@ -598,3 +598,16 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             self, form: str, progress: Callable[[int, int], object] | None = None
         ) -> tuple[int, Iterator[tuple[int, bytes]]]: ...
 
+        # Parts of the keys and the log's state, for semidbm.dask (private: the kernel's
+        # Store, _interface.Store).
+        @property
+        def key_seed(self) -> int: ...
+
+        @property
+        def log_state(self) -> tuple[int, int, int, int]: ...
+
+        def _part_keys(self, part: int, parts: int, seed: int) -> list[bytes]: ...
+
+        # The arguments that open it again (db._open_into sets it; __reduce__ pickles them).
+        _arguments: tuple[Any, ...]
+

@@ -131,6 +131,42 @@ class Store(Protocol):
         """
 
     @property
+    def key_seed(self) -> int:
+        """The seed under which ``_part_keys`` lists a part fastest.
+
+        The compiled kernel's: the seed of its index's key hash (the index
+        file's, when one is mapped; otherwise drawn at open, so another
+        process's differs). The pure kernel hashes no key: 0.
+        """
+
+    @property
+    def log_state(self) -> Tuple[int, int, int, int]:
+        """What tells this state of the log from any other: ``_parts.log_state``'s tuple.
+
+        The data file's device and inode, the end of the log the index holds
+        (a writer's buffered records included), and the CRC-32 of the
+        file's first 4,096 bytes (a compacted log starts with a checkpoint
+        of fresh random bytes). Equal tuples mean the same live keys and
+        values, whichever kernel opened the file; a reader's changes only
+        at ``refresh()``.
+        """
+
+    def _part_keys(self, part: int, parts: int, seed: int) -> List[bytes]:
+        """The live keys of part ``part`` of ``parts`` under ``seed``, in the kernel's index order.
+
+        A key belongs to the part that ``_parts.part_of(_parts.key_hash(seed,
+        key), parts)`` names: the ``parts`` parts of one state of the
+        database (``log_state``) are disjoint and hold every live key, and
+        both kernels list the same keys. With ``seed == key_seed`` the
+        compiled kernel reads only the range of its index's slots that
+        holds the part (and the few past it that the probes reach),
+        otherwise it hashes every key; the pure kernel hashes every key.
+        ``part`` must be in ``range(parts)``, ``parts`` from 1 to 2**32 and
+        ``seed`` 64-bit (ValueError, TypeError for a non-int). For
+        ``semidbm.dask``, whose workers each list one part.
+        """
+
+    @property
     def format_version(self) -> Tuple[int, int]:
         """The data file's format version, ``(major, minor)``, as its header says.
 

@@ -11,7 +11,17 @@ import os
 import threading
 from collections import deque
 
-from . import _checkpoint, _compaction, _fields, _files, _index_file, _messages, _records, _tail
+from . import (
+    _checkpoint,
+    _compaction,
+    _fields,
+    _files,
+    _index_file,
+    _messages,
+    _parts,
+    _records,
+    _tail,
+)
 from ._records import (
     CHECKSUM,
     as_bytes,
@@ -212,6 +222,30 @@ class Store:
         if self._version is None:
             self._open_pending()
         return self._version
+
+    @property
+    def key_seed(self):
+        """``_interface.Store.key_seed``: 0, as this kernel lists a part under any seed alike."""
+        return 0
+
+    @property
+    def log_state(self):
+        """``_interface.Store.log_state``."""
+        with self._guard:
+            self._check_open()
+            return _parts.log_state(
+                self._fd, self._disk_end + len(self._buffer), self._disk_end
+            )
+
+    def _part_keys(self, part, parts, seed):
+        """``_interface.Store._part_keys``: each key hashed here (``_parts.key_hash``)."""
+        _parts.check_part(part, parts, seed)
+        with self._guard:
+            self._check_open()
+            return [
+                key for key in self._index
+                if _parts.part_of(_parts.key_hash(seed, key), parts) == part
+            ]
 
     @property
     def _batches(self):

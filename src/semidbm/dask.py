@@ -1,0 +1,397 @@
+"""semidbm databases as Dask collections, read and written in parallel (``semidbm[dask]``).
+
+Reading: :func:`read_bag` (a bag of ``(key, value)`` pairs, keys or
+values), :func:`read_dataframe` (a DataFrame of decoded values, one row
+per key) and :func:`read_keys` (a partitioned ``get_many``). Partition
+``i`` of ``n`` holds the keys whose hash falls in the ``i``-th of ``n``
+equal ranges (``semidbm._parts``): each task opens the database itself
+and lists its keys from that range of the index's slots, without a
+walk of the log or a copy of the whole index. The plan records the
+state of the database it was made for; a task that finds another
+(written since, compacted) raises :class:`DatabaseChanged` rather than
+return keys another task also returns, or miss some.
+
+Writing: :func:`to_semidbm` writes a bag of pairs or a DataFrame into
+one database through shared writers, each partition one batch: a task
+killed and retried leaves no part of its partition behind.
+
+This module imports Dask when it is imported: ``import semidbm`` never
+does. docs/dask.md is the guide.
+"""
+
+import math
+import os
+import pickle
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Iterable, List, Optional, Tuple, Union
+
+try:
+    # Dask's types where it is installed; where it is not (the type checks of
+    # the packaging session), no error: the module is then not importable.
+    import dask  # type: ignore[import-not-found,unused-ignore]
+    import dask.bag  # type: ignore[import-not-found,unused-ignore]
+except ImportError as exc:  # pragma: no cover - where the extra is installed, it imports
+    raise ImportError(
+        "semidbm.dask needs Dask: pip install 'semidbm[dask]' (%s)" % exc
+    ) from exc
+
+from . import _messages
+from ._database import Database
+from .db import open as _open
+from .errors import DBMError
+from .format import BATCH_FORMAT
+from .shelf import make_serializer
+
+__all__ = [
+    "DatabaseChanged",
+    "read_bag",
+    "read_dataframe",
+    "read_keys",
+    "to_semidbm",
+    "KEYS_PER_PARTITION",
+]
+
+#: Keys per partition when ``npartitions`` is not given (a reader's
+#: default; the last partitions may hold a few more or fewer: the keys'
+#: hashes decide).
+KEYS_PER_PARTITION = 1_000_000
+
+#: What a bag read by :func:`read_bag` holds.
+WHAT = ("items", "keys", "values")
+
+#: The flag of the handles that write partitions (a shared writer that creates).
+WRITE_FLAG: Final = "cm"
+
+#: A database to read or write: its directory, or an open handle.
+Source = Union[str, "os.PathLike[str]", Database]
+
+
+class DatabaseChanged(DBMError):
+    """A task found the database in another state than the one its partitions were planned for.
+
+    Written since, compacted, or replaced: the partitions of one state may
+    overlap or miss keys in another, so the task refuses. Read again
+    (plan anew) once the writes are over.
+    """
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every task of a read needs: a handle, the parts and the planned state.
+
+    ``source`` is an unopened read-only handle (each task opens one of
+    its own from it, ``handle``); ``parts`` the
+    number of partitions; ``seed`` the hash seed of the parts
+    (``Store.key_seed`` of the planning process); ``state`` the
+    ``Store.log_state`` the parts were planned for.
+    """
+
+    source: Database
+    parts: int
+    seed: int
+    state: Tuple[int, int, int, int]
+
+
+def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
+    """Open ``source`` read-only once and plan its partitions: ``npartitions``, or one per
+    :data:`KEYS_PER_PARTITION` keys (at least one).
+
+    ``source`` is a database's directory, or an open reader (whose kernel
+    and options the tasks' handles keep). No key is read.
+    """
+    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
+        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+    with reader(source) as database:
+        parts = npartitions or max(1, math.ceil(len(database) / KEYS_PER_PARTITION))
+        return Plan(handle(database), parts, database.key_seed, database.log_state)
+
+
+def handle(database: Database) -> Database:
+    """A new handle of ``database``, opened at its first use: what unpickling it makes.
+
+    A semidbm database refuses ``copy.copy`` (it is an open file), but a
+    reader or shared writer pickles as the arguments that open it again
+    (``SemiDBM.__reduce__``): each task opens its own this way, in a
+    worker process or in this one.
+    """
+    reopened: Database = pickle.loads(pickle.dumps(database))
+    return reopened
+
+
+def reader(source: Source) -> Database:
+    """A new read-only handle of ``source`` (a path, or an open reader)."""
+    if not isinstance(source, Database):
+        return _open(source, "r")
+    if source._arguments[1] != "r":
+        raise ValueError(
+            "semidbm.dask reads through a reader: pass the path, or a database opened with 'r' "
+            "(not %r)" % source
+        )
+    return handle(source)
+
+
+def opened(plan: Plan) -> Database:
+    """The task's own handle of the planned database, refused if it is in another state."""
+    database = handle(plan.source)
+    try:
+        state = database.log_state
+        if state != plan.state:
+            raise DatabaseChanged(
+                "%s changed since its partitions were planned (its log was %d bytes of "
+                "file %d:%d, and is %d bytes of file %d:%d now): read it again"
+                % (database.path, plan.state[2], plan.state[0], plan.state[1],
+                   state[2], state[0], state[1])
+            )
+    except BaseException:
+        database.close()
+        raise
+    return database
+
+
+def decoded(decode: Callable[[memoryview], Any], database: Database, key: bytes) -> Any:
+    """``decode`` of a zero-copy view of the value of ``key``; ValueError naming the key if not."""
+    view = database.view(key)  # its own errors (a checksum) are not the decoder's
+    try:
+        return decode(view)
+    except Exception as exc:
+        raise ValueError(
+            "cannot decode the value of %r in %s: %s: %s"
+            % (key, database.path, type(exc).__name__, exc)
+        ) from exc
+
+
+def values_of(database: Database, keys: List[bytes], decode, default=None) -> List[Any]:
+    """The values of ``keys`` (``default`` for a missing one), each through ``decode`` if given."""
+    if decode is None:
+        return database.get_many(keys, default)
+    return [
+        decoded(decode, database, key) if key in database else default for key in keys
+    ]
+
+
+def read_part(plan: Plan, part: int, what: str, decode) -> List[Any]:
+    """Partition ``part`` of a bag: its keys, values or ``(key, value)`` pairs (``read_bag``)."""
+    with opened(plan) as database:
+        keys = database._part_keys(part, plan.parts, plan.seed)
+        if what == "keys":
+            return keys
+        values = values_of(database, keys, decode)
+        return values if what == "values" else list(zip(keys, values))
+
+
+def read_bag(
+    path: Source,
+    what: str = "items",
+    npartitions: Optional[int] = None,
+    decode: Optional[Callable[[memoryview], Any]] = None,
+    serializer: Optional[str] = None,
+) -> "dask.bag.Bag":
+    """A Dask bag of a database's ``(key, value)`` pairs (``what="items"``), keys or values.
+
+    ``path`` is the database's directory (or an open reader, whose kernel
+    the tasks use). ``npartitions`` partitions (by default one per
+    :data:`KEYS_PER_PARTITION` keys), each a part of the keys by their
+    hash, listed by the task that reads it. Keys are bytes; values are
+    bytes, or ``decode(view)`` for a read-only memoryview of the value
+    in the data file's map (no copy), valid during the call only:
+    ``decode`` must return an object that does not hold it. Or
+    ``serializer`` names the shelf's serializer that decodes each value
+    (``"pickle"`` or ``"json"``, as ``semidbm.open_shelf`` wrote it). A
+    value that does not decode raises ValueError naming the key. A task
+    that finds the database written or compacted since this call raises
+    :class:`DatabaseChanged`.
+    """
+    if what not in WHAT:
+        raise ValueError("what must be one of %s, not %r" % (", ".join(WHAT), what))
+    decode = value_decoder(serializer, decode)
+    planned = plan(path, npartitions)
+    return dask.bag.from_delayed([
+        dask.delayed(read_part, pure=True)(planned, part, what, decode)
+        for part in range(planned.parts)
+    ])
+
+
+def value_decoder(serializer, decode) -> Optional[Callable[[memoryview], Any]]:
+    """``decode``, or the ``loads`` of the serializer named ``serializer``; None for neither."""
+    if decode is not None:
+        if serializer is not None:
+            raise ValueError("give serializer or decode, not both")
+        return decode
+    if serializer is None:
+        return None
+    loads = make_serializer(serializer).loads
+    return lambda view: loads(bytes(view))
+
+
+def frame_part(part: int, plan: Plan, decode, kept) -> Any:
+    """Partition ``part`` of ``read_dataframe``: a pandas DataFrame indexed by key.
+
+    ``kept`` is the list of columns to keep, or None for all (not named
+    ``columns``: ``from_map`` takes a function with that parameter for one
+    that selects columns itself, which it then asks to).
+    """
+    import pandas  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    keys, rows = [], []
+    for key, row in read_part(plan, part, "items", decode):
+        keys.append(key.decode("utf-8"))
+        rows.append(row if isinstance(row, dict) else {"value": row})
+    frame = pandas.DataFrame.from_records(rows, index=pandas.Index(keys, name="key"))
+    return frame if kept is None else frame.reindex(columns=kept)
+
+
+def read_dataframe(
+    path: Source,
+    serializer: Optional[str] = None,
+    decode: Optional[Callable[[memoryview], Any]] = None,
+    columns: Optional[Iterable[str]] = None,
+    npartitions: Optional[int] = None,
+    meta: Any = None,
+) -> Any:
+    """A Dask DataFrame of a database's values, one row per key, indexed by the key (``key``).
+
+    Each value is decoded by the shelf's serializer named ``serializer``
+    (``"pickle"``, the default, or ``"json"``: a database written by
+    ``semidbm.open_shelf``) or by ``decode(view)`` (as for
+    :func:`read_bag`). A decoded dict is a row, its keys the columns;
+    any other value is the column ``value``. Keys are UTF-8 text, as a
+    shelf's. ``columns`` keeps those columns, in that order (a missing
+    one is NaN), as ``dask.dataframe.read_parquet``'s; ``meta``, as for
+    ``dask.dataframe.from_map``, spares Dask reading the first partition
+    to learn the columns. Partitions as for :func:`read_bag`.
+    """
+    import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
+
+    planned = plan(path, npartitions)
+    given = {} if meta is None else {"meta": meta}  # from_map infers it when left out
+    return dask.dataframe.from_map(
+        frame_part, range(planned.parts),
+        args=(planned, value_decoder(serializer or (None if decode else "pickle"), decode),
+              None if columns is None else list(columns)),
+        enforce_metadata=False, **given,
+    )
+
+
+def lookup(keys: List[Any], plan: Plan, default, decode) -> List[Tuple[Any, Any]]:
+    """A partition of ``read_keys``: each key with its value, or ``default``."""
+    keys = list(keys)
+    with opened(plan) as database:
+        return list(zip(keys, values_of(database, keys, decode, default)))
+
+
+def read_keys(
+    path: Source,
+    keys: Union[Iterable[Any], "dask.bag.Bag"],
+    npartitions: Optional[int] = None,
+    default: Any = None,
+    decode: Optional[Callable[[memoryview], Any]] = None,
+) -> "dask.bag.Bag":
+    """A Dask bag of ``(key, value)`` pairs for ``keys``, in order: a partitioned ``get_many``.
+
+    ``keys`` is a list (split into ``npartitions`` runs; by default one per
+    :data:`KEYS_PER_PARTITION`) or a Dask bag (its partitions kept). A
+    missing key gives ``default``; values as for :func:`read_bag`. Every
+    task reads the state of the database this call found, or raises
+    :class:`DatabaseChanged`.
+    """
+    planned = plan(path, 1)
+    if isinstance(keys, dask.bag.Bag):
+        bag = keys
+    else:
+        listed = list(keys)
+        count = npartitions or max(1, math.ceil(len(listed) / KEYS_PER_PARTITION))
+        bag = dask.bag.from_sequence(listed, npartitions=count)
+    return bag.map_partitions(lookup, planned, default, decode)
+
+
+def pair_encoder(serializer, encode) -> Callable[[Any], Any]:
+    """How ``to_semidbm`` turns a value into what it stores: ``encode``, serializer, or as is."""
+    if encode is not None:
+        if serializer is not None:
+            raise ValueError("give serializer or encode, not both")
+        return encode
+    if serializer is not None:
+        return make_serializer(serializer).dumps
+    return lambda value: value
+
+
+def frame_pairs(frame) -> Iterable[Tuple[str, dict]]:
+    """A pandas DataFrame's rows as ``(index, {column: value})`` pairs."""
+    names = list(frame.columns)
+    for key, *row in frame.itertuples(name=None):
+        yield str(key), dict(zip(names, row))
+
+
+def write_part(pairs: Iterable[Tuple[Any, Any]], target: Database, encode) -> int:
+    """Write one partition's pairs as one batch of a new shared writer; the number of pairs.
+
+    The batch reaches the log as one record when the partition is whole;
+    a task killed before leaves nothing of it, and a record cut by the
+    kill is a torn tail the next writer's turn cuts off.
+    """
+    if hasattr(pairs, "itertuples"):
+        pairs = frame_pairs(pairs)
+    count = 0
+    with handle(target) as database, database.batch() as batch:
+        for key, value in pairs:
+            batch[key] = encode(value)
+            count += 1
+    return count
+
+
+def writer(path: Source) -> Database:
+    """A shared writer of ``path`` (created, of format 2, if missing) that can write batches."""
+    if isinstance(path, Database):
+        if path._arguments[1] not in ("wm", WRITE_FLAG):
+            raise ValueError(
+                "semidbm.dask writes through shared writers: pass the path, or a database "
+                "opened with 'cm' or 'wm' (not %r)" % path
+            )
+        database = handle(path)
+    else:
+        database = _open(path, WRITE_FLAG, format=2)
+    try:
+        if database.format_version[0] < BATCH_FORMAT:
+            raise DBMError(_messages.NO_BATCHES % ((database.path,) + database.format_version))
+    except BaseException:
+        database.close()
+        raise
+    return database
+
+
+def to_semidbm(
+    collection: Any,
+    path: Source,
+    serializer: Optional[str] = None,
+    encode: Optional[Callable[[Any], Any]] = None,
+    compute: bool = True,
+    **compute_kwargs: Any,
+) -> Any:
+    """Write a Dask bag of ``(key, value)`` pairs, or a Dask DataFrame, into one database.
+
+    ``path`` is created (format 2) if missing, or must be of format 2
+    (DBMError otherwise: batches need it; it says how to upgrade). Each
+    partition is written by its task's own shared writer as one batch
+    (docs/dask.md): whole or not at all, so a task killed and retried
+    leaves no half partition (its retry writes it again; a key's last
+    write wins). A DataFrame's rows are stored under their index as
+    text, each row a dict of its columns through ``serializer``
+    (``"pickle"`` by default, or ``"json"``) or ``encode(row)``; a bag's
+    values as they are (bytes or str) unless ``serializer`` or
+    ``encode`` is given. A partition must fit one batch record (2 GiB).
+
+    Returns the number of pairs written, once computed
+    (``compute_kwargs`` go to ``dask.compute``), or with
+    ``compute=False`` a ``dask.delayed`` object that computes it.
+    """
+    is_frame = hasattr(collection, "columns")
+    if is_frame:
+        serializer = serializer or ("pickle" if encode is None else None)
+    encoder = pair_encoder(serializer, encode)
+    with writer(path) as database:
+        target = handle(database)
+    written = dask.delayed(sum)([
+        dask.delayed(write_part, pure=False)(part, target, encoder)
+        for part in collection.to_delayed()
+    ])
+    return written.compute(**compute_kwargs) if compute else written

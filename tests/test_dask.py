@@ -1,0 +1,317 @@
+"""semidbm.dask: databases read and written as Dask collections, checked against models.
+
+The fast cases run on Dask's synchronous scheduler, on both kernels (a
+reader or shared writer of the kernel under test is the source, and the
+tasks' handles keep its kernel). The rest run on one real cluster of two
+worker processes, shared by the module (``client``): partitions read by
+the workers, a database changed after planning, and a worker killed in
+the middle of writing a partition.
+"""
+
+import os
+import pickle
+
+import pytest
+
+dask = pytest.importorskip("dask", reason="semidbm.dask needs Dask: pip install 'semidbm[dask]'")
+dask_bag = pytest.importorskip("dask.bag", reason="Dask lacks its bag: pip install 'dask[bag]'")
+dask_dataframe = pytest.importorskip(
+    "dask.dataframe", reason="Dask lacks its DataFrame: pip install 'dask[dataframe]'"
+)
+distributed = pytest.importorskip(
+    "dask.distributed", reason="Dask lacks distributed: pip install 'dask[distributed]'"
+)
+pandas = pytest.importorskip("pandas", reason="dask.dataframe needs pandas")
+
+from dask.delayed import Delayed  # noqa: E402
+
+import semidbm  # noqa: E402 (after the skips: the module imports Dask)
+import semidbm.dask as sdask  # noqa: E402
+from semidbm import _kernel, db  # noqa: E402
+
+from .conftest import compiled_only  # noqa: E402
+
+#: The synchronous scheduler: the tasks run in the test's own process.
+SYNC = {"scheduler": "sync"}
+
+#: What a value written by the first, killed, attempt at a partition carries.
+FIRST_ATTEMPT = b" (first attempt)"
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A client of a cluster of two worker processes, one thread each, for the whole module."""
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
+        silence_logs=50,
+    )
+    with cluster, distributed.Client(cluster) as connected:
+        yield connected
+
+
+def fill(dbopen, path, count=3000):
+    """A database of format 2 whose keys lie in an index file and in the log past it; its model."""
+    model = {}
+    with dbopen(path, "c", format=2) as database:
+        for number in range(count):
+            model[b"key %d" % number] = database[b"key %d" % number] = b"value %d" % number
+        database.compact()
+        for number in range(0, count, 4):
+            del database[b"key %d" % number]
+            del model[b"key %d" % number]
+        for number in range(count, count + 200):
+            model[b"key %d" % number] = database[b"key %d" % number] = b"tail %d" % number
+    return model
+
+
+def partitions(collection, **scheduler):
+    """The computed partitions of a bag, each a list."""
+    return list(dask.compute(*collection.to_delayed(), **scheduler))
+
+
+def assert_disjoint_and_covering(parts, model):
+    """Each pair of ``model`` in exactly one partition, and nothing else."""
+    listed = [pair for part in parts for pair in part]
+    assert len(listed) == len(model)
+    assert dict(listed) == model
+
+
+@pytest.mark.parametrize("npartitions", [1, 5])
+def test_a_bag_of_items_holds_each_record_once(dbopen, tmp_path, npartitions):
+    model = fill(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "r") as reader:
+        bag = sdask.read_bag(reader, npartitions=npartitions)
+        assert bag.npartitions == npartitions
+        parts = partitions(bag, **SYNC)
+    assert_disjoint_and_covering(parts, model)
+    assert all(parts) or npartitions > len(model)
+
+
+def test_bags_of_keys_and_values_and_decoded_values(dbopen, tmp_path):
+    model = fill(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "r") as reader:
+        keys = sdask.read_bag(reader, what="keys", npartitions=3).compute(**SYNC)
+        values = sdask.read_bag(reader, what="values", npartitions=3).compute(**SYNC)
+        total = sdask.read_bag(reader, what="values", decode=len).sum().compute(**SYNC)
+        decoded = sdask.read_bag(reader, decode=lambda view: view.tobytes().upper())
+        upper = dict(decoded.compute(**SYNC))
+    assert sorted(keys) == sorted(model)
+    assert sorted(values) == sorted(model.values())
+    assert total == sum(map(len, model.values()))
+    assert upper == {key: value.upper() for key, value in model.items()}
+
+
+def test_the_default_partitions_follow_the_number_of_keys(dbopen, tmp_path, monkeypatch):
+    model = fill(dbopen, tmp_path / "db")
+    monkeypatch.setattr(sdask, "KEYS_PER_PARTITION", 1000)
+    with dbopen(tmp_path / "db", "r") as reader:
+        bag = sdask.read_bag(reader)
+    assert bag.npartitions == -(-len(model) // 1000)
+
+
+@compiled_only
+def test_a_plan_of_one_kernel_is_read_by_the_other(tmp_path):
+    """The parts follow the keys' hashes, not a table's layout: the other kernel lists them."""
+    compiled, pure = _kernel.load("cython"), _kernel.load("python")
+    model = fill(lambda *arguments, **options: db.open_with(compiled, *arguments, **options),
+                 tmp_path / "db")
+    planned = sdask.plan(db.open_with(compiled, tmp_path / "db", "r"), 4)
+    with db.open_with(pure, tmp_path / "db", "r") as reader:
+        other = sdask.Plan(sdask.handle(reader), planned.parts, planned.seed, planned.state)
+    parts = [sdask.read_part(other, part, "items", None) for part in range(4)]
+    assert_disjoint_and_covering(parts, model)
+    assert [sorted(part) for part in parts] == [
+        sorted(sdask.read_part(planned, part, "items", None)) for part in range(4)
+    ]
+
+
+@pytest.mark.parametrize("change", ["write", "compact"])
+def test_a_database_changed_after_planning_is_refused(dbopen, tmp_path, change):
+    fill(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "r") as reader:
+        bag = sdask.read_bag(reader, npartitions=2)
+    with dbopen(tmp_path / "db", "w") as writer:
+        if change == "write":
+            writer[b"late"] = b"value"
+        else:
+            writer.compact()
+    with pytest.raises(sdask.DatabaseChanged, match="changed since its partitions were planned"):
+        bag.compute(**SYNC)
+
+
+def test_read_keys_gives_the_default_for_a_missing_key(dbopen, tmp_path):
+    model = fill(dbopen, tmp_path / "db")
+    wanted = [b"key 1", b"missing", b"key 4", b"key 3100", "key 2", b"also missing"]
+    expected = [(key, model.get(key.encode() if isinstance(key, str) else key, b"-"))
+                for key in wanted]
+    with dbopen(tmp_path / "db", "r") as reader:
+        found = sdask.read_keys(reader, wanted, npartitions=4, default=b"-").compute(**SYNC)
+        from_bag = sdask.read_keys(
+            reader, dask_bag.from_sequence(wanted, npartitions=2), decode=len
+        ).compute(**SYNC)
+    assert found == expected
+    assert from_bag == [(key, None if value == b"-" else len(value)) for key, value in expected]
+
+
+def test_a_value_that_does_not_decode_is_named(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"good"] = pickle.dumps({"x": 1})
+        writer[b"bad"] = b"not a pickle"
+    with dbopen(tmp_path / "db", "r") as reader:
+        frame = sdask.read_dataframe(reader, meta={"x": "f8"}, npartitions=1)
+        with pytest.raises(ValueError, match=r"cannot decode the value of b'bad' in .*: "
+                                             r"UnpicklingError"):
+            frame.compute(**SYNC)
+
+
+def test_an_empty_database_reads_as_empty_collections(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2):
+        pass
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert sdask.read_bag(reader).compute(**SYNC) == []
+        assert partitions(sdask.read_bag(reader, npartitions=3), **SYNC) == [[], [], []]
+        assert sdask.read_keys(reader, [b"a"], default=0).compute(**SYNC) == [(b"a", 0)]
+        frame = sdask.read_dataframe(reader, meta={"value": "f8"}).compute(**SYNC)
+    assert len(frame) == 0
+
+
+def test_a_huge_value(dbopen, tmp_path):
+    huge = os.urandom(1 << 16) * 256  # 16 MiB
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"huge"] = huge
+        writer[b"small"] = b"s"
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert dict(sdask.read_bag(reader, npartitions=2).compute(**SYNC)) == {
+            b"huge": huge, b"small": b"s"
+        }
+        sizes = sdask.read_bag(reader, what="values", decode=len).compute(**SYNC)
+    assert sorted(sizes) == [1, len(huge)]
+
+
+@pytest.mark.parametrize("serializer", ["pickle", "json"])
+def test_a_dataframe_written_and_read_back(dbopen, tmp_path, serializer):
+    frame = pandas.DataFrame(
+        {"number": range(50), "name": ["row %d" % at for at in range(50)]},
+        index=pandas.Index(["id%02d" % at for at in range(50)], name="key"),
+    )
+    collection = dask_dataframe.from_pandas(frame, npartitions=3)
+    with dbopen(tmp_path / "db", "cm", format=2) as target:
+        assert sdask.to_semidbm(collection, target, serializer=serializer, **SYNC) == 50
+    with semidbm.open_shelf(str(tmp_path / "db"), "r", serializer=serializer) as shelf:
+        assert shelf["id07"] == {"number": 7, "name": "row 7"}
+    with dbopen(tmp_path / "db", "r") as reader:
+        read = sdask.read_dataframe(reader, serializer=serializer, npartitions=4).compute(**SYNC)
+        names = sdask.read_dataframe(reader, serializer=serializer, columns=["name"])
+        assert list(names.compute(**SYNC).columns) == ["name"]
+    pandas.testing.assert_frame_equal(read.sort_index(), frame, check_dtype=False,
+                                      check_index_type=False)
+
+
+def test_a_bag_written_into_a_database(dbopen, tmp_path):
+    pairs = [(b"k%d" % at, b"v%d" % at) for at in range(300)] + [("text key", "text value")]
+    with dbopen(tmp_path / "db", "cm", format=2) as target:
+        written = sdask.to_semidbm(dask_bag.from_sequence(pairs, npartitions=4), target,
+                                   compute=False)
+        assert isinstance(written, Delayed)
+        assert written.compute(**SYNC) == len(pairs)
+        encoded = sdask.to_semidbm(dask_bag.from_sequence([(b"n", 5)]), target,
+                                   encode=lambda value: b"%d" % value, **SYNC)
+        assert encoded == 1
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert dict(reader.items()) == dict(
+            [(k if isinstance(k, bytes) else k.encode(), v if isinstance(v, bytes) else v.encode())
+             for k, v in pairs] + [(b"n", b"5")]
+        )
+
+
+def test_writing_into_format_1_is_refused(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=1):
+        pass
+    with dbopen(tmp_path / "db", "cm") as target:
+        with pytest.raises(semidbm.error, match="which has no batches: upgrade it"):
+            sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), target, **SYNC)
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert len(reader) == 0
+
+
+def test_sources_of_the_wrong_kind_are_refused(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "cm", format=2) as shared:
+        with pytest.raises(ValueError, match="reads through a reader"):
+            sdask.read_bag(shared)
+    with dbopen(tmp_path / "db", "r") as reader:
+        with pytest.raises(ValueError, match="writes through shared writers"):
+            sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), reader)
+        with pytest.raises(ValueError, match="what must be one of"):
+            sdask.read_bag(reader, what="rows")
+
+
+def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"a"] = b'{"n": 1}'
+        writer[b"b"] = b"[2]"
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert sorted(sdask.read_bag(reader, serializer="json").compute(**SYNC)) == [
+            (b"a", {"n": 1}), (b"b", [2])
+        ]
+        with pytest.raises(ValueError, match="give serializer or decode, not both"):
+            sdask.read_bag(reader, serializer="json", decode=len)
+        for wrong in (0, -2, 1.5):
+            with pytest.raises(ValueError, match="npartitions must be a positive int"):
+                sdask.read_bag(reader, npartitions=wrong)
+
+
+def test_importing_semidbm_imports_no_dask(tmp_path):
+    import subprocess
+    import sys
+
+    probe = "import sys, semidbm; print('dask' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout == "False\n"
+
+
+# --- On a cluster of two worker processes ---
+
+
+def test_workers_read_their_own_partitions(client, tmp_path):
+    model = fill(semidbm.open, tmp_path / "db")
+    here = os.getpid()
+    bag = sdask.read_bag(str(tmp_path / "db"), npartitions=6,
+                         decode=lambda view: (os.getpid(), view.tobytes()))
+    parts = partitions(bag)
+    assert_disjoint_and_covering(
+        [[(key, value) for key, (_, value) in part] for part in parts], model
+    )
+    readers = {pid for part in parts for _, (pid, _) in part}
+    assert here not in readers and readers
+
+
+def test_workers_refuse_a_database_changed_after_planning(client, tmp_path):
+    fill(semidbm.open, tmp_path / "db")
+    bag = sdask.read_bag(str(tmp_path / "db"), npartitions=2)
+    with semidbm.open(str(tmp_path / "db"), "w") as writer:
+        del writer[b"key 1"]
+    with pytest.raises(sdask.DatabaseChanged):
+        bag.count().compute()
+
+
+def test_a_worker_killed_while_writing_leaves_no_half_partition(client, tmp_path):
+    """The worker writing partition 2 dies halfway, once; Dask runs the task again elsewhere."""
+    marker = str(tmp_path / "killed once")
+    pairs = [(b"p%d %03d" % (at // 100, at % 100), b"value %d" % at) for at in range(400)]
+
+    def encode(value):
+        """The value; in the first attempt at partition 2, tagged, and the worker killed halfway."""
+        if value.startswith(b"value 2") and len(value) == 9 and not os.path.exists(marker):
+            if value == b"value 250":
+                open(marker, "w").close()
+                os._exit(1)
+            return value + FIRST_ATTEMPT
+        return value
+
+    bag = dask_bag.from_sequence(pairs, npartitions=4)
+    assert sdask.to_semidbm(bag, str(tmp_path / "db"), encode=encode) == len(pairs)
+    assert os.path.exists(marker)
+    with semidbm.open(str(tmp_path / "db")) as reader:
+        assert dict(reader.items()) == dict(pairs)
+    with open(tmp_path / "db" / "data", "rb") as data:
+        assert FIRST_ATTEMPT not in data.read()

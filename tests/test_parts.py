@@ -1,0 +1,181 @@
+"""Parts of the keys (``Store._part_keys``, ``key_seed``, ``log_state``), on both kernels.
+
+The model of a part is the rule of ``semidbm._parts`` computed from the
+format document's hash (``support.index_format.hash_key``): part ``i`` of
+``n`` holds the live keys whose hash times ``n``, shifted right by 32, is
+``i``. Each kernel must list exactly those keys, under the seed of its
+index (the compiled kernel's range of slots) and under any other.
+"""
+
+import pytest
+
+from semidbm import _kernel, _parts, db
+
+from .conftest import IMPLEMENTATIONS, compiled_only
+from .support.index_format import hash_key
+
+#: A seed that no index draws: parts under it are listed by hashing every key.
+OTHER_SEED = 0x0123456789ABCDEF
+
+
+def model_parts(model, parts, seed):
+    """The keys of each part by the rule, from the model's keys."""
+    listed = [set() for _ in range(parts)]
+    for key in model:
+        listed[(hash_key(seed, key) * parts) >> 32].add(key)
+    return listed
+
+
+def build(dbopen, path):
+    """A database whose keys lie in an index file and in the log past it; returns its model.
+
+    The compaction writes the index file; the writes after it overwrite
+    and delete keys it holds (marked in the compiled kernel's mapped
+    table) and add new ones (its private table).
+    """
+    model = {}
+    with dbopen(path, "c") as database:
+        for number in range(6000):
+            model[b"key %d" % number] = database[b"key %d" % number] = b"value %d" % number
+        database.compact()
+    with dbopen(path, "w") as database:
+        for number in range(0, 6000, 5):
+            del database[b"key %d" % number]
+            del model[b"key %d" % number]
+        for number in range(1, 6000, 7):
+            model[b"key %d" % number] = database[b"key %d" % number] = b"new %d" % number
+        for number in range(6000, 6500):
+            model[b"key %d" % number] = database[b"key %d" % number] = b"tail %d" % number
+    return model
+
+
+@pytest.mark.parametrize("parts", [1, 2, 7, 64])
+def test_parts_hold_each_live_key_once(dbopen, tmp_path, parts):
+    model = build(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "r") as reader:
+        for seed in (reader.key_seed, OTHER_SEED):
+            listed = [reader._part_keys(part, parts, seed) for part in range(parts)]
+            assert sum(map(len, listed)) == len(model)
+            assert [set(keys) for keys in listed] == model_parts(model, parts, seed)
+
+
+@compiled_only
+def test_compiled_parts_read_the_mapped_index_file(tmp_path):
+    """The compiled reader lists its parts from the index file that the compaction wrote."""
+    compiled = _kernel.load("cython")
+    model = build(lambda *arguments: db.open_with(compiled, *arguments), tmp_path / "db")
+    with db.open_with(compiled, tmp_path / "db", "r") as reader:
+        assert reader.index_covered > 0
+        listed = [set(reader._part_keys(part, 3, reader.key_seed)) for part in range(3)]
+        assert listed == model_parts(model, 3, reader.key_seed)
+
+
+@compiled_only
+def test_both_kernels_list_the_same_parts_of_one_state(tmp_path):
+    model = build(lambda *arguments: db.open_with(_kernel.load("cython"), *arguments),
+                  tmp_path / "db")
+    readers = [db.open_with(_kernel.load(name), tmp_path / "db", "r")
+               for name in IMPLEMENTATIONS]
+    try:
+        compiled, pure = readers[1], readers[0]
+        assert compiled.log_state == pure.log_state
+        seed = compiled.key_seed
+        for part in range(5):
+            assert set(pure._part_keys(part, 5, seed)) == set(compiled._part_keys(part, 5, seed))
+        assert pure.key_seed == 0
+        assert sorted(k for part in range(2) for k in pure._part_keys(part, 2, 0)) == sorted(model)
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def test_parts_of_an_empty_database_are_empty(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c"):
+        pass
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert [reader._part_keys(part, 3, reader.key_seed) for part in range(3)] == [[], [], []]
+
+
+def test_a_write_changes_the_log_state(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c") as writer:
+        writer[b"a"] = b"1"
+        writer.sync()
+        reader = dbopen(tmp_path / "db", "r")
+        before = reader.log_state
+        writer[b"b"] = b"2"
+        assert writer.log_state[2] > before[2]  # buffered records count
+        writer.sync()
+        assert reader.log_state == before  # a reader's state moves at refresh only
+        reader.refresh()
+        assert reader.log_state != before
+        reader.close()
+
+
+def test_a_compaction_changes_the_log_state(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c") as writer:
+        writer[b"a"] = b"1"
+        writer.compact()
+        before = writer.log_state
+        writer.compact()  # the same live records, a new file with a new checkpoint
+        after = writer.log_state
+    assert after[2] == before[2] and after != before
+
+
+@pytest.mark.parametrize(
+    "part, parts, seed, error",
+    [
+        (0, 0, 0, ValueError),
+        (3, 3, 0, ValueError),
+        (-1, 3, 0, ValueError),
+        (0, 2**32 + 1, 0, ValueError),
+        (0, 1, -1, ValueError),
+        (0, 1, 2**64, ValueError),
+        (0.0, 1, 0, TypeError),
+        (0, True, 0, TypeError),
+    ],
+)
+def test_part_arguments_are_checked(dbopen, tmp_path, part, parts, seed, error):
+    with dbopen(tmp_path / "db", "c") as writer:
+        with pytest.raises(error):
+            writer._part_keys(part, parts, seed)
+
+
+def test_the_last_of_2_to_the_32_parts(dbopen, tmp_path):
+    """The largest number of parts: each part is one hash, the last ends at 2**32 - 1."""
+    with dbopen(tmp_path / "db", "c") as writer:
+        writer[b"k"] = b"v"
+        hashed = hash_key(OTHER_SEED, b"k")
+        assert writer._part_keys(hashed, 2**32, OTHER_SEED) == [b"k"]
+        assert writer._part_keys(2**32 - 1, 2**32, OTHER_SEED) == (
+            [b"k"] if hashed == 2**32 - 1 else []
+        )
+
+
+def test_the_python_hash_is_the_format_documents():
+    for key in (b"", b"a", b"12345678", b"123456789", bytes(range(200))):
+        for seed in (0, OTHER_SEED, 2**64 - 1):
+            assert _parts.key_hash(seed, key) == hash_key(seed, key)
+
+
+@compiled_only
+def test_a_damaged_index_file_is_dropped_not_listed(tmp_path):
+    """A slot of the index file pointed at another key's record: its block's checksum fails.
+
+    The part is listed again from the log replayed whole, so no key is
+    listed twice or missed, as a lookup that meets the damage does.
+    """
+    compiled = _kernel.load("cython")
+    with db.open_with(compiled, tmp_path / "db", "c") as writer:
+        writer.update((b"key %d" % number, b"value") for number in range(3000))
+        writer.compact()  # an index file for the whole log: no replay past it meets the damage
+        model = writer.keys()
+    index = tmp_path / "db" / "index"
+    table = bytearray(index.read_bytes())
+    used = [at for at in range(4096, 4096 + 12 * 1024, 12) if table[at:at + 8] != bytes(8)]
+    table[used[0]:used[0] + 8] = table[used[1]:used[1] + 8]
+    index.write_bytes(bytes(table))
+    with db.open_with(compiled, tmp_path / "db", "r") as reader:
+        assert reader.index_covered > 0
+        listed = [reader._part_keys(part, 1, reader.key_seed) for part in range(1)]
+        assert reader.index_covered == 0
+    assert sorted(listed[0]) == sorted(model)
