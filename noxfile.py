@@ -341,10 +341,15 @@ def run_suite(session, *arguments):
     )
 
 
+def test_extras(version):
+    """The extras a test session installs on CPython ``version``: Dask needs 3.10 or later."""
+    return ("test",) if version_key(version) < (3, 10) else ("test", "dask")
+
+
 def compiled_on_this_machine(session):
     """The compiled-kernel selection of the suite on this Python; arguments go to pytest."""
     debian_packages(session)
-    install_checkout(session, "test")
+    install_checkout(session, *test_extras(session.name.split("-", 1)[1]))
     session.run("python", "-c", CHECK_COMPILED)
     run_suite(session, *COMPILED_ONLY, *session.posargs)
 
@@ -359,7 +364,10 @@ def compiled_in_debian_unstable(session, version):
         python = debian_unstable.venv_python(session, "python" + version, "python" + version)
         v051 = debian_unstable.v051_python(session)
     with exclusive("build"):
-        debian_unstable.run_inside(session, python, "-m", "pip", "install", "-q", "-e", ".[test]")
+        debian_unstable.run_inside(
+            session, python, "-m", "pip", "install", "-q", "-e",
+            ".[%s]" % ",".join(test_extras(version)),
+        )
     debian_unstable.run_inside(session, python, "-c", CHECK_COMPILED)
     debian_unstable.run_inside(
         session, python, "-m", "pytest", *test_processes(), *COMPILED_ONLY, *session.posargs,
