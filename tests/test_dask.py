@@ -27,7 +27,7 @@ from dask.delayed import Delayed  # noqa: E402
 
 import semidbm  # noqa: E402 (after the skips: the module imports Dask)
 import semidbm.dask as sdask  # noqa: E402
-from semidbm import _kernel, db  # noqa: E402
+from semidbm import _kernel, db, sharded  # noqa: E402
 
 from .conftest import compiled_only  # noqa: E402
 
@@ -315,3 +315,227 @@ def test_a_worker_killed_while_writing_leaves_no_half_partition(client, tmp_path
         assert dict(reader.items()) == dict(pairs)
     with open(tmp_path / "db" / "data", "rb") as data:
         assert FIRST_ATTEMPT not in data.read()
+
+
+# --- Sharded databases ---
+
+
+def fill_shards(kernel, path, count=2000, shards=3):
+    """A sharded database of format 2 whose shards hold keys in an index file and in the log
+    past it; its model."""
+    model = {b"key %d" % number: b"value %d" % number for number in range(count)}
+    with sharded.open_sharded_with(kernel, path, "c", shards=shards, format=2) as database:
+        database.update(model)
+        database.compact()
+        gone = [b"key %d" % number for number in range(0, count, 4)]
+        database.delete_many(gone)
+        tail = {b"key %d" % number: b"tail %d" % number for number in range(count, count + 200)}
+        database.update(tail)
+    for key in gone:
+        del model[key]
+    model.update(tail)
+    return model
+
+
+def shard_contents(kernel, path, count):
+    """What each shard of the sharded database ``path`` holds, each opened as the database it is."""
+    return [
+        dict(db.open_with(kernel, os.path.join(path, "shard-%04d" % number), "r").items())
+        for number in range(count)
+    ]
+
+
+def split_model(model, count):
+    """``model`` split as ``count`` shards hold it."""
+    parts = [{} for _ in range(count)]
+    for key, value in model.items():
+        parts[semidbm.shard_of(key, count)][key] = value
+    return parts
+
+
+@pytest.mark.parametrize("npartitions, expected", [(None, [1, 1, 1]), (2, [1, 1, 1]),
+                                                   (7, [3, 2, 2])])
+def test_a_sharded_bag_has_partitions_of_one_shard_each(kernel, tmp_path, npartitions, expected):
+    model = fill_shards(kernel, tmp_path / "db")
+    with sharded.open_sharded_with(kernel, tmp_path / "db") as reader:
+        bag = sdask.read_bag(reader, npartitions=npartitions)
+        parts = partitions(bag, **SYNC)
+    assert_disjoint_and_covering(parts, model)
+    shard_of_part = [{semidbm.shard_of(key, 3) for key, _ in part} for part in parts]
+    assert all(len(shards) == 1 for shards in shard_of_part)
+    assert [shards.pop() for shards in shard_of_part] == [
+        number for number, count in enumerate(expected) for _ in range(count)
+    ]
+
+
+def test_a_sharded_database_read_as_keys_values_lookups_and_a_dataframe(kernel, tmp_path):
+    model = fill_shards(kernel, tmp_path / "db")
+    wanted = [b"key 1", b"missing", b"key 4", b"key 2100", "key 2", b"key 7", b"also missing"]
+    with sharded.open_sharded_with(kernel, tmp_path / "db") as reader:
+        keys = sdask.read_bag(reader, what="keys", npartitions=4).compute(**SYNC)
+        sizes = sdask.read_bag(reader, what="values", decode=len).compute(**SYNC)
+        found = sdask.read_keys(reader, wanted, npartitions=3, default=b"-").compute(**SYNC)
+        decoded = sdask.read_keys(reader, dask_bag.from_sequence(wanted, npartitions=2),
+                                  decode=lambda view: view.tobytes().upper()).compute(**SYNC)
+        frame = sdask.read_dataframe(reader, decode=len, npartitions=5).compute(**SYNC)
+    assert sorted(keys) == sorted(model)
+    assert sorted(sizes) == sorted(map(len, model.values()))
+    expected = [model.get(key if isinstance(key, bytes) else key.encode()) for key in wanted]
+    assert found == [(key, value or b"-") for key, value in zip(wanted, expected)]
+    assert decoded == [(key, value and value.upper()) for key, value in zip(wanted, expected)]
+    assert dict(zip(frame.index, frame["value"])) == {
+        key.decode(): len(value) for key, value in model.items()
+    }
+
+
+def test_a_shard_changed_after_planning_is_refused_by_its_tasks(kernel, tmp_path):
+    model = fill_shards(kernel, tmp_path / "db")
+    with sharded.open_sharded_with(kernel, tmp_path / "db") as reader:
+        bag = sdask.read_bag(reader, npartitions=3)
+        lookups = sdask.read_keys(reader, [b"key 1"])
+    changed = next(key for key in model if semidbm.shard_of(key, 3) == 1)
+    with db.open_with(kernel, tmp_path / "db" / "shard-0001", "w") as shard:
+        del shard[changed]
+    first, second, third = bag.to_delayed()
+    assert dict(first.compute(**SYNC) + third.compute(**SYNC)) == {
+        key: value for key, value in model.items() if semidbm.shard_of(key, 3) != 1
+    }
+    with pytest.raises(sdask.DatabaseChanged, match=r"shard-0001.* changed since"):
+        second.compute(**SYNC)
+    with pytest.raises(sdask.DatabaseChanged, match=r"shard-0001.* changed since"):
+        lookups.compute(**SYNC)
+
+
+@pytest.mark.parametrize("into", ["open writer", "path with shards", "path with a manifest"])
+def test_a_bag_written_into_shards(kernel, tmp_path, into):
+    pairs = [(b"k%d" % at, b"v%d" % at) for at in range(500)] + [("text key", "text value")]
+    pairs += [(b"k7", b"later")]  # the last partition's value wins
+    model = {(key if isinstance(key, bytes) else key.encode()):
+             (value if isinstance(value, bytes) else value.encode()) for key, value in pairs}
+    bag = dask_bag.from_sequence(pairs, npartitions=4)
+    if into == "path with a manifest":
+        sharded.open_sharded_with(kernel, tmp_path / "db", "c", shards=3, format=2).close()
+    if into == "open writer":
+        with sharded.open_sharded_with(kernel, tmp_path / "db", "cm", shards=3,
+                                       format=2) as target:
+            written = sdask.to_semidbm(bag, target, compute=False)
+    else:
+        given = 3 if into == "path with shards" else None
+        written = sdask.to_semidbm(bag, str(tmp_path / "db"), shards=given, compute=False)
+    assert sorted(os.listdir(tmp_path / "db")) == [
+        "shard-0000", "shard-0001", "shard-0002", "shards.json"
+    ]  # made by the client, before any task
+    assert shard_contents(kernel, tmp_path / "db", 3) == [{}, {}, {}]
+    assert written.compute(**SYNC) == len(pairs)
+    assert shard_contents(kernel, tmp_path / "db", 3) == split_model(model, 3)
+
+
+def test_a_dataframe_written_into_shards_and_read_back(kernel, tmp_path):
+    frame = pandas.DataFrame(
+        {"number": range(60), "name": ["row %d" % at for at in range(60)]},
+        index=pandas.Index(["id%02d" % at for at in range(60)], name="key"),
+    )
+    shards = ["inside", str(tmp_path / "outside")]
+    with sharded.open_sharded_with(kernel, tmp_path / "db", "cm", shards=shards,
+                                   format=2) as target:
+        assert sdask.to_semidbm(dask_dataframe.from_pandas(frame, npartitions=3), target,
+                                shards=shards, serializer="json", **SYNC) == 60
+    with sharded.open_sharded_with(kernel, tmp_path / "db") as reader:
+        assert len(reader.shards[1]) == sum(
+            semidbm.shard_of(key.encode(), 2) for key in frame.index
+        )
+        read = sdask.read_dataframe(reader, serializer="json", npartitions=3).compute(**SYNC)
+    pandas.testing.assert_frame_equal(read.sort_index(), frame, check_dtype=False,
+                                      check_index_type=False)
+
+
+@pytest.mark.parametrize("shards", [4, ["shard-0000", "shard-0001", "other"]])
+def test_shards_that_contradict_the_manifest_are_refused_before_writing(kernel, tmp_path,
+                                                                         shards):
+    model = fill_shards(kernel, tmp_path / "db", count=100)
+    bag = dask_bag.from_sequence([(b"new", b"value")])
+    with sharded.open_sharded_with(kernel, tmp_path / "db", "wm") as target:
+        with pytest.raises(semidbm.error, match="given, but its manifest names 3 shards"):
+            sdask.to_semidbm(bag, target, shards=shards, **SYNC)
+    with pytest.raises(semidbm.error, match="given, but its manifest names 3 shards"):
+        sdask.to_semidbm(bag, str(tmp_path / "db"), shards=shards, **SYNC)
+    assert sorted(os.listdir(tmp_path / "db")) == [
+        "shard-0000", "shard-0001", "shard-0002", "shards.json"
+    ]
+    assert shard_contents(kernel, tmp_path / "db", 3) == split_model(model, 3)
+
+
+def test_writing_into_shards_without_batches_is_refused(kernel, tmp_path):
+    sharded.open_sharded_with(kernel, tmp_path / "db", "c", shards=2, format=1).close()
+    with sharded.open_sharded_with(kernel, tmp_path / "db", "wm") as target:
+        with pytest.raises(semidbm.error, match="which has no batches: upgrade it"):
+            sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), target, **SYNC)
+        with pytest.raises(ValueError, match="reads through a reader"):
+            sdask.read_bag(target)
+    with sharded.open_sharded_with(kernel, tmp_path / "db") as reader:
+        with pytest.raises(ValueError, match="writes through shared writers"):
+            sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), reader)
+        assert len(reader) == 0
+
+
+def test_workers_read_and_write_shards_through_pickled_handles(client, tmp_path):
+    pairs = [(b"w%d" % at, b"v%d" % at) for at in range(600)]
+    with semidbm.open_sharded(str(tmp_path / "db"), "cm", shards=3, format=2) as target:
+        assert sdask.to_semidbm(dask_bag.from_sequence(pairs, npartitions=4), target) == 600
+    here = os.getpid()
+    with semidbm.open_sharded(str(tmp_path / "db")) as reader:
+        read = partitions(sdask.read_bag(reader, npartitions=5,
+                                         decode=lambda view: (os.getpid(), view.tobytes())))
+        found = sdask.read_keys(reader, [b"w5", b"none", b"w599"]).compute()
+        frame = sdask.read_dataframe(reader, decode=len).compute()
+    assert_disjoint_and_covering([[(key, value) for key, (_, value) in part] for part in read],
+                                 dict(pairs))
+    assert here not in {pid for part in read for _, (pid, _) in part}
+    assert found == [(b"w5", b"v5"), (b"none", None), (b"w599", b"v599")]
+    assert dict(zip(frame.index, frame["value"])) == {
+        key.decode(): len(value) for key, value in pairs
+    }
+    assert shard_contents(_kernel.load(semidbm.implementation), tmp_path / "db", 3) == (
+        split_model(dict(pairs), 3)
+    )
+
+
+def test_a_worker_killed_while_writing_its_shard_leaves_no_half_piece(client, tmp_path):
+    """The worker writing one shard dies in the middle of partition 2's piece, once; Dask runs
+    the shard's task again elsewhere."""
+    marker = str(tmp_path / "killed once")
+    pairs = [(b"p%d %03d" % (at // 100, at % 100), b"value %d" % at) for at in range(400)]
+    killed = semidbm.shard_of(pairs[250][0], 3)
+    tagged = {value for key, value in pairs[200:250] if semidbm.shard_of(key, 3) == killed}
+    assert tagged  # values of the piece that its first attempt puts in the batch before dying
+
+    def encode(value):
+        """The value; in the first attempt at the piece, tagged, and the worker killed halfway."""
+        if value in tagged and not os.path.exists(marker):
+            return value + FIRST_ATTEMPT
+        if value == b"value 250" and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return value
+
+    bag = dask_bag.from_sequence(pairs, npartitions=4)
+    assert sdask.to_semidbm(bag, str(tmp_path / "db"), shards=3, encode=encode) == len(pairs)
+    assert os.path.exists(marker)
+    kernel = _kernel.load(semidbm.implementation)
+    assert shard_contents(kernel, tmp_path / "db", 3) == split_model(dict(pairs), 3)
+    for number in range(3):
+        with open(tmp_path / "db" / ("shard-%04d" % number) / "data", "rb") as data:
+            assert FIRST_ATTEMPT not in data.read()
+
+
+def test_a_shard_on_a_second_mount_is_read_and_written(client, tmp_path, small_disk):
+    far = os.path.join(small_disk, "far-shard")
+    pairs = [(b"m%d" % at, b"%d" % at * 10) for at in range(300)]
+    written = sdask.to_semidbm(dask_bag.from_sequence(pairs, npartitions=3), str(tmp_path / "db"),
+                               shards=["near", far])
+    assert written == 300
+    assert os.stat(far).st_dev != os.stat(tmp_path / "db" / "near").st_dev
+    assert sorted(os.listdir(tmp_path / "db")) == ["near", "shards.json"]
+    assert dict(sdask.read_bag(str(tmp_path / "db"), npartitions=4).compute()) == dict(pairs)
+    with semidbm.open(far) as shard:
+        assert dict(shard.items()) == split_model(dict(pairs), 2)[1]

@@ -11,9 +11,16 @@ state of the database it was made for; a task that finds another
 (written since, compacted) raises :class:`DatabaseChanged` rather than
 return keys another task also returns, or miss some.
 
+A sharded database (``semidbm.sharded``: a directory holding
+``shards.json``) is read shard by shard: each shard has a plan of its
+own, and a partition is a ``(shard, part)`` pair, read by a task that
+opens that shard alone and checks that shard's state.
+
 Writing: :func:`to_semidbm` writes a bag of pairs or a DataFrame into
 one database through shared writers, each partition one batch: a task
-killed and retried leaves no part of its partition behind.
+killed and retried leaves no part of its partition behind. Into a
+sharded database, each partition is split by shard, and one task per
+shard writes its pieces, each piece one batch of that shard.
 
 This module imports Dask when it is imported: ``import semidbm`` never
 does. docs/dask.md is the guide.
@@ -23,7 +30,7 @@ import math
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Final, Iterable, List, Optional, Sequence, Tuple, Union
 
 try:
     # Dask's types where it is installed; where it is not (the type checks of
@@ -35,11 +42,13 @@ except ImportError as exc:  # pragma: no cover - where the extra is installed, i
         "semidbm.dask needs Dask: pip install 'semidbm[dask]' (%s)" % exc
     ) from exc
 
-from . import _messages
+from . import _messages, sharded
 from ._database import Database
+from ._records import as_bytes
 from .db import open as _open
 from .errors import DBMError
 from .format import BATCH_FORMAT
+from .sharded import ShardedDatabase, open_sharded
 from .shelf import make_serializer
 
 __all__ = [
@@ -62,8 +71,11 @@ WHAT = ("items", "keys", "values")
 #: The flag of the handles that write partitions (a shared writer that creates).
 WRITE_FLAG: Final = "cm"
 
-#: A database to read or write: its directory, or an open handle.
-Source = Union[str, "os.PathLike[str]", Database]
+#: The flags of an open database that ``to_semidbm`` writes through: shared writers.
+SHARED_WRITE_FLAGS: Final = ("wm", WRITE_FLAG)
+
+#: A database to read or write: its directory, or an open handle (of one database or sharded).
+Source = Union[str, "os.PathLike[str]", Database, ShardedDatabase]
 
 
 class DatabaseChanged(DBMError):
@@ -92,6 +104,25 @@ class Plan:
     state: Tuple[int, int, int, int]
 
 
+@dataclass(frozen=True)
+class ShardedPlan:
+    """The plans of a sharded database's shards, in the manifest's order, and how keys route.
+
+    ``path`` is the database's directory; ``rule`` the manifest's hash rule
+    (a name of ``sharded.HASH_RULES``); ``shards`` one :class:`Plan` per shard.
+    """
+
+    path: str
+    rule: str
+    shards: Tuple[Plan, ...]
+
+
+def check_npartitions(npartitions: Optional[int]) -> None:
+    """Raise ValueError unless ``npartitions`` is None or a positive int."""
+    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
+        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+
+
 def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     """Open ``source`` read-only once and plan its partitions: ``npartitions``, or one per
     :data:`KEYS_PER_PARTITION` keys (at least one).
@@ -99,11 +130,60 @@ def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     ``source`` is a database's directory, or an open reader (whose kernel
     and options the tasks' handles keep). No key is read.
     """
-    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
-        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+    check_npartitions(npartitions)
     with reader(source) as database:
         parts = npartitions or max(1, math.ceil(len(database) / KEYS_PER_PARTITION))
         return Plan(handle(database), parts, database.key_seed, database.log_state)
+
+
+def is_sharded(source: Source) -> bool:
+    """Whether ``source`` is a sharded database: an open one, or a directory holding a manifest."""
+    if isinstance(source, ShardedDatabase):
+        return True
+    if isinstance(source, Database):
+        return False
+    return os.path.isfile(os.path.join(os.fspath(source), sharded.MANIFEST_NAME))
+
+
+def shares(npartitions: Optional[int], count: int) -> List[Optional[int]]:
+    """How many partitions each of ``count`` shards gets of ``npartitions`` in all.
+
+    As equal as can be, and at least one each (so ``count`` partitions when
+    fewer are asked for); None for every shard when ``npartitions`` is
+    None: each shard then has its own default.
+    """
+    if npartitions is None:
+        return [None] * count
+    return [max(1, npartitions // count + (number < npartitions % count))
+            for number in range(count)]
+
+
+def plan_shards(source: Source, npartitions: Optional[int] = None) -> ShardedPlan:
+    """Plan each shard of the sharded database ``source`` (a path or an open reader).
+
+    ``npartitions`` partitions in all, shared out by :func:`shares`; by
+    default each shard one per :data:`KEYS_PER_PARTITION` of its keys.
+    Each shard's state is recorded as :func:`plan` records it.
+    """
+    check_npartitions(npartitions)
+    with sharded_reader(source) as database:
+        return ShardedPlan(
+            os.path.abspath(database.path),
+            database._rule,
+            tuple(plan(shard, share) for shard, share in
+                  zip(database.shards, shares(npartitions, len(database.shards)))),
+        )
+
+
+def plan_any(source: Source, npartitions: Optional[int] = None) -> Union[Plan, ShardedPlan]:
+    """:func:`plan_shards` for a sharded database, :func:`plan` for one database."""
+    return (plan_shards if is_sharded(source) else plan)(source, npartitions)
+
+
+def partitions_of(planned: Union[Plan, ShardedPlan]) -> List[Tuple[Plan, int]]:
+    """The partitions of a read, each a plan and a part of it: a shard's plan for a sharded one."""
+    plans = planned.shards if isinstance(planned, ShardedPlan) else (planned,)
+    return [(each, part) for each in plans for part in range(each.parts)]
 
 
 def handle(database: Database) -> Database:
@@ -122,12 +202,40 @@ def reader(source: Source) -> Database:
     """A new read-only handle of ``source`` (a path, or an open reader)."""
     if not isinstance(source, Database):
         return _open(source, "r")
-    if source._arguments[1] != "r":
-        raise ValueError(
-            "semidbm.dask reads through a reader: pass the path, or a database opened with 'r' "
-            "(not %r)" % source
-        )
+    refuse_unless(source, source._arguments[1] in ("r",), "reads through a reader", "'r'")
     return handle(source)
+
+
+def sharded_reader(source: Source) -> ShardedDatabase:
+    """A new read-only handle of the sharded database ``source`` (a path, or an open reader)."""
+    if not isinstance(source, ShardedDatabase):
+        return open_sharded(source, "r")
+    refuse_unless(source, source._flag == "r", "reads through a reader", "'r'")
+    return handle(source)
+
+
+def refuse_unless(source: Any, allowed: bool, how: str, flags: str) -> None:
+    """Raise ValueError saying how semidbm.dask uses a database (``how``, with ``flags``) unless
+    the handle ``source`` is ``allowed``."""
+    if not allowed:
+        raise ValueError(
+            "semidbm.dask %s: pass the path, or a database opened with %s (not %r)"
+            % (how, flags, source)
+        )
+
+
+def opened_shards(planned: ShardedPlan) -> ShardedDatabase:
+    """The task's own handle of the planned sharded database, each shard as :func:`opened` opens
+    it (refused if in another state than planned)."""
+    shards: List[Database] = []
+    try:
+        for each in planned.shards:
+            shards.append(opened(each))
+    except BaseException:
+        for shard in shards:
+            shard.close()
+        raise
+    return ShardedDatabase(planned.path, "r", planned.rule, shards)
 
 
 def opened(plan: Plan) -> Database:
@@ -189,9 +297,12 @@ def read_bag(
     """A Dask bag of a database's ``(key, value)`` pairs (``what="items"``), keys or values.
 
     ``path`` is the database's directory (or an open reader, whose kernel
-    the tasks use). ``npartitions`` partitions (by default one per
+    the tasks use), or a sharded database's (or an open sharded reader).
+    ``npartitions`` partitions (by default one per
     :data:`KEYS_PER_PARTITION` keys), each a part of the keys by their
-    hash, listed by the task that reads it. Keys are bytes; values are
+    hash, listed by the task that reads it; a sharded database's are
+    shared out among its shards, at least one each, and each partition
+    is a part of one shard, read from that shard alone. Keys are bytes; values are
     bytes, or ``decode(view)`` for a read-only memoryview of the value
     in the data file's map (no copy), valid during the call only:
     ``decode`` must return an object that does not hold it. Or
@@ -204,10 +315,9 @@ def read_bag(
     if what not in WHAT:
         raise ValueError("what must be one of %s, not %r" % (", ".join(WHAT), what))
     decode = value_decoder(serializer, decode)
-    planned = plan(path, npartitions)
     return dask.bag.from_delayed([
         dask.delayed(read_part, pure=True)(planned, part, what, decode)
-        for part in range(planned.parts)
+        for planned, part in partitions_of(plan_any(path, npartitions))
     ])
 
 
@@ -223,8 +333,8 @@ def value_decoder(serializer, decode) -> Optional[Callable[[memoryview], Any]]:
     return lambda view: loads(bytes(view))
 
 
-def frame_part(part: int, plan: Plan, decode, kept) -> Any:
-    """Partition ``part`` of ``read_dataframe``: a pandas DataFrame indexed by key.
+def frame_part(plan: Plan, part: int, decode, kept) -> Any:
+    """Partition ``part`` of ``plan`` in ``read_dataframe``: a pandas DataFrame indexed by key.
 
     ``kept`` is the list of columns to keep, or None for all (not named
     ``columns``: ``from_map`` takes a function with that parameter for one
@@ -258,24 +368,30 @@ def read_dataframe(
     shelf's. ``columns`` keeps those columns, in that order (a missing
     one is NaN), as ``dask.dataframe.read_parquet``'s; ``meta``, as for
     ``dask.dataframe.from_map``, spares Dask reading the first partition
-    to learn the columns. Partitions as for :func:`read_bag`.
+    to learn the columns. Sources and partitions as for :func:`read_bag`.
     """
     import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
 
-    planned = plan(path, npartitions)
+    plans, parts = zip(*partitions_of(plan_any(path, npartitions)))
     given = {} if meta is None else {"meta": meta}  # from_map infers it when left out
     return dask.dataframe.from_map(
-        frame_part, range(planned.parts),
-        args=(planned, value_decoder(serializer or (None if decode else "pickle"), decode),
+        frame_part, list(plans), list(parts),
+        args=(value_decoder(serializer or (None if decode else "pickle"), decode),
               None if columns is None else list(columns)),
         enforce_metadata=False, **given,
     )
 
 
-def lookup(keys: List[Any], plan: Plan, default, decode) -> List[Tuple[Any, Any]]:
-    """A partition of ``read_keys``: each key with its value, or ``default``."""
+def lookup(
+    keys: List[Any], plan: Union[Plan, ShardedPlan], default, decode
+) -> List[Tuple[Any, Any]]:
+    """A partition of ``read_keys``: each key with its value, or ``default``.
+
+    In a sharded database each key is looked up in its shard, each shard
+    asked once for its keys of the partition (``ShardedDatabase.get_many``).
+    """
     keys = list(keys)
-    with opened(plan) as database:
+    with (opened_shards(plan) if isinstance(plan, ShardedPlan) else opened(plan)) as database:
         return list(zip(keys, values_of(database, keys, decode, default)))
 
 
@@ -292,9 +408,11 @@ def read_keys(
     :data:`KEYS_PER_PARTITION`) or a Dask bag (its partitions kept). A
     missing key gives ``default``; values as for :func:`read_bag`. Every
     task reads the state of the database this call found, or raises
-    :class:`DatabaseChanged`.
+    :class:`DatabaseChanged`. In a sharded database (``path`` as for
+    :func:`read_bag`) each task routes its keys to their shards and
+    opens those, each checked against its own planned state.
     """
-    planned = plan(path, 1)
+    planned = plan_any(path, 1)
     if isinstance(keys, dask.bag.Bag):
         bag = keys
     else:
@@ -322,34 +440,61 @@ def frame_pairs(frame) -> Iterable[Tuple[str, dict]]:
         yield str(key), dict(zip(names, row))
 
 
-def write_part(pairs: Iterable[Tuple[Any, Any]], target: Database, encode) -> int:
-    """Write one partition's pairs as one batch of a new shared writer; the number of pairs.
+def pairs_of(partition: Any) -> Iterable[Tuple[Any, Any]]:
+    """A partition's ``(key, value)`` pairs: a bag's as they are, a pandas DataFrame's rows."""
+    return frame_pairs(partition) if hasattr(partition, "itertuples") else partition
 
-    The batch reaches the log as one record when the partition is whole;
-    a task killed before leaves nothing of it, and a record cut by the
+
+def write_batch(database: Database, pairs: Iterable[Tuple[Any, Any]], encode) -> int:
+    """Write ``pairs`` into ``database`` as one batch, each value through ``encode``; their number.
+
+    The batch reaches the log as one record once every pair is in it; a
+    task killed before leaves nothing of it, and a record cut by the
     kill is a torn tail the next writer's turn cuts off.
     """
-    if hasattr(pairs, "itertuples"):
-        pairs = frame_pairs(pairs)
     count = 0
-    with handle(target) as database, database.batch() as batch:
+    with database.batch() as batch:
         for key, value in pairs:
             batch[key] = encode(value)
             count += 1
     return count
 
 
-def writer(path: Source) -> Database:
-    """A shared writer of ``path`` (created, of format 2, if missing) that can write batches."""
-    if isinstance(path, Database):
-        if path._arguments[1] not in ("wm", WRITE_FLAG):
-            raise ValueError(
-                "semidbm.dask writes through shared writers: pass the path, or a database "
-                "opened with 'cm' or 'wm' (not %r)" % path
-            )
-        database = handle(path)
-    else:
-        database = _open(path, WRITE_FLAG, format=2)
+def write_part(partition: Any, target: Database, encode) -> int:
+    """Write one partition as one batch of a new shared writer of ``target``; its pairs' number."""
+    with handle(target) as database:
+        return write_batch(database, pairs_of(partition), encode)
+
+
+def split_by_shard(partition: Any, rule: str, count: int) -> List[List[Tuple[bytes, Any]]]:
+    """One partition's pairs split by shard: the list of each of ``count`` shards' pairs.
+
+    A key is routed by its bytes (a str key by its UTF-8) under the
+    manifest's hash ``rule``; values are left as they are, for the
+    shard's task to encode.
+    """
+    route = sharded.HASH_RULES[rule]
+    pieces: List[List[Tuple[bytes, Any]]] = [[] for _ in range(count)]
+    for key, value in pairs_of(partition):
+        routed = as_bytes(key, "keys")
+        pieces[route(routed) % count].append((routed, value))
+    return pieces
+
+
+def write_shard(pieces: Sequence[List[Tuple[bytes, Any]]], target: Database, encode) -> int:
+    """Write one shard's pieces, one from each partition, in the partitions' order; their pairs.
+
+    One shared writer of the shard, and one batch per piece that has
+    pairs: a task killed and retried leaves no half piece, and the retry
+    writes every piece again (the same pairs: a key's last write, its
+    last partition's, wins).
+    """
+    with handle(target) as database:
+        return sum(write_batch(database, piece, encode) for piece in pieces if piece)
+
+
+def checked_for_batches(database: Database) -> Database:
+    """``database`` if its format has batches; if not, closed, and DBMError saying to upgrade."""
     try:
         if database.format_version[0] < BATCH_FORMAT:
             raise DBMError(_messages.NO_BATCHES % ((database.path,) + database.format_version))
@@ -359,15 +504,65 @@ def writer(path: Source) -> Database:
     return database
 
 
+def writer(path: Source) -> Database:
+    """A shared writer of ``path`` (created, of format 2, if missing) that can write batches."""
+    if not isinstance(path, Database):
+        return checked_for_batches(_open(path, WRITE_FLAG, format=2))
+    refuse_unless(path, path._arguments[1] in SHARED_WRITE_FLAGS, "writes through shared writers",
+                  "'cm' or 'wm'")
+    return checked_for_batches(handle(path))
+
+
+def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
+    """Unopened shared writers of each shard of the sharded database ``path``, and its hash rule.
+
+    ``path`` is a directory, the sharded database created there (shards of
+    format 2, then the manifest) if it has no manifest, or an open shared
+    writer of one. ``shards`` (a count or a list of paths, as
+    ``open_sharded`` takes) must agree with an existing manifest: the
+    manifest decides, and one that disagrees is refused before anything
+    is written. A shard without batches is refused too.
+    """
+    if not isinstance(path, ShardedDatabase):
+        database = open_sharded(path, WRITE_FLAG, shards=shards, format=2)
+    else:
+        refuse_unless(path, path._flag in SHARED_WRITE_FLAGS, "writes through shared writers",
+                      "'cm' or 'wm'")
+        if shards is not None:
+            sharded.refuse_other_shards(path.path, sharded._shard_list(shards),
+                                        sharded.manifest_shards(path.path))
+        database = handle(path)
+    with database:
+        for shard in database.shards:
+            checked_for_batches(shard)
+        return [handle(shard) for shard in database.shards], database._rule
+
+
+def sharded_writes(collection: Any, targets: List[Database], rule: str, encode) -> Any:
+    """The tasks that write ``collection`` into the shards ``targets``: their count of pairs.
+
+    A shuffle: each partition is split by shard (one task each), then one
+    task per shard gathers its piece of every partition (a task taking
+    one piece, where the split is) and writes them with its own writer.
+    """
+    splits = [dask.delayed(split_by_shard, pure=True)(partition, rule, len(targets))
+              for partition in collection.to_delayed()]
+    return dask.delayed(sum)([
+        dask.delayed(write_shard, pure=False)([split[number] for split in splits], target, encode)
+        for number, target in enumerate(targets)
+    ])
+
+
 def to_semidbm(
     collection: Any,
     path: Source,
     serializer: Optional[str] = None,
     encode: Optional[Callable[[Any], Any]] = None,
     compute: bool = True,
+    shards: Optional[Union[int, Iterable[Any]]] = None,
     **compute_kwargs: Any,
 ) -> Any:
-    """Write a Dask bag of ``(key, value)`` pairs, or a Dask DataFrame, into one database.
+    """Write a Dask bag of ``(key, value)`` pairs, or a Dask DataFrame, into one database or shards.
 
     ``path`` is created (format 2) if missing, or must be of format 2
     (DBMError otherwise: batches need it; it says how to upgrade). Each
@@ -380,6 +575,16 @@ def to_semidbm(
     values as they are (bytes or str) unless ``serializer`` or
     ``encode`` is given. A partition must fit one batch record (2 GiB).
 
+    Into a sharded database: ``shards`` (a count, or a list of the shards'
+    paths, as :func:`semidbm.open_sharded` takes) creates one at ``path``
+    before any task runs, or must agree with the manifest already there
+    (semidbm.error otherwise, before anything is written); a ``path``
+    holding a manifest, or an open sharded shared writer, needs no
+    ``shards``. Each partition is split by the shard of its keys, and one
+    task per shard writes its piece of every partition, each piece as one
+    batch: a retried task leaves no half piece. A key written in two
+    partitions keeps its value from the later one.
+
     Returns the number of pairs written, once computed
     (``compute_kwargs`` go to ``dask.compute``), or with
     ``compute=False`` a ``dask.delayed`` object that computes it.
@@ -388,10 +593,18 @@ def to_semidbm(
     if is_frame:
         serializer = serializer or ("pickle" if encode is None else None)
     encoder = pair_encoder(serializer, encode)
+    if shards is not None or is_sharded(path):
+        written = sharded_writes(collection, *shard_writers(path, shards), encoder)
+    else:
+        written = single_writes(collection, path, encoder)
+    return written.compute(**compute_kwargs) if compute else written
+
+
+def single_writes(collection: Any, path: Source, encode) -> Any:
+    """The tasks that write ``collection`` into one database, a batch per partition: their count."""
     with writer(path) as database:
         target = handle(database)
-    written = dask.delayed(sum)([
-        dask.delayed(write_part, pure=False)(part, target, encoder)
+    return dask.delayed(sum)([
+        dask.delayed(write_part, pure=False)(part, target, encode)
         for part in collection.to_delayed()
     ])
-    return written.compute(**compute_kwargs) if compute else written

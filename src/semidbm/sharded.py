@@ -156,8 +156,8 @@ def _open_or_create(kernel, directory, flag, wanted, mode, options):
             raise DBMError(errno.ENOENT, _messages.NO_SHARDS_GIVEN % directory, directory)
         return _create(kernel, directory, flag, wanted, mode, options)
     rule, paths = manifest
-    if wanted is not None and wanted != paths:
-        raise DBMError(_messages.OTHER_SHARDS % (directory, _describe(wanted), _describe(paths)))
+    if wanted is not None:
+        refuse_other_shards(directory, wanted, paths)
     _check_shards_exist(directory, paths)
     # The shards exist: 'c' and 'cm' create none (a missing mount must not get a new shard).
     shard_flag = {"c": "w", "cm": "wm"}.get(flag, flag)
@@ -218,6 +218,24 @@ def _shard_paths_problem(paths):
     if len(set(normalized)) != len(normalized):
         return "a shard is named twice"
     return None
+
+
+def refuse_other_shards(directory, wanted, paths):
+    """Raise DBMError unless ``wanted``, the shards given for ``directory``, are ``paths``, its
+    manifest's: the manifest of an existing database decides, and never changes."""
+    if wanted != paths:
+        raise DBMError(_messages.OTHER_SHARDS % (directory, _describe(wanted), _describe(paths)))
+
+
+def manifest_shards(directory: str) -> list[str]:
+    """The shards that the manifest of the sharded database ``directory`` names (as stored).
+
+    Raises DBMError (``errno.ENOENT``) if it has no manifest, or for one refused.
+    """
+    manifest = _read_manifest(directory)
+    if manifest is None:
+        raise DBMError(errno.ENOENT, _messages.NO_MANIFEST % directory, directory)
+    return manifest[1]
 
 
 def _describe(paths):
@@ -350,9 +368,7 @@ def _write_manifest(directory, paths, mode):
             folder.link(temporary, MANIFEST_NAME)
         except FileExistsError:
             rule, found = _read_manifest(directory)
-            if found != paths:
-                raise DBMError(_messages.OTHER_SHARDS % (
-                    directory, _describe(paths), _describe(found))) from None
+            refuse_other_shards(directory, paths, found)
             return rule
         finally:
             folder.remove(temporary)
