@@ -220,7 +220,7 @@ def _shard_paths_problem(paths):
     return None
 
 
-def refuse_other_shards(directory, wanted, paths):
+def refuse_other_shards(directory: str, wanted: list[str], paths: list[str]) -> None:
     """Raise DBMError unless ``wanted``, the shards given for ``directory``, are ``paths``, its
     manifest's: the manifest of an existing database decides, and never changes."""
     if wanted != paths:
