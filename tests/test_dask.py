@@ -238,6 +238,10 @@ def test_sources_of_the_wrong_kind_are_refused(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "cm", format=2) as shared:
         with pytest.raises(ValueError, match="reads through a reader"):
             sdask.read_bag(shared)
+        with pytest.raises(ValueError, match="writes shards into a sharded database"):
+            sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), shared, shards=2)
+        shared[b"k"] = b"v"
+    assert sdask.read_bag(os.fsencode(tmp_path / "db")).compute(**SYNC) == [(b"k", b"v")]
     with dbopen(tmp_path / "db", "r") as reader:
         with pytest.raises(ValueError, match="writes through shared writers"):
             sdask.to_semidbm(dask_bag.from_sequence([(b"a", b"b")]), reader)

@@ -142,7 +142,7 @@ def is_sharded(source: Source) -> bool:
         return True
     if isinstance(source, Database):
         return False
-    return os.path.isfile(os.path.join(os.fspath(source), sharded.MANIFEST_NAME))
+    return os.path.isfile(os.path.join(os.fsdecode(os.fspath(source)), sharded.MANIFEST_NAME))
 
 
 def shares(npartitions: Optional[int], count: int) -> List[Optional[int]]:
@@ -202,7 +202,7 @@ def reader(source: Source) -> Database:
     """A new read-only handle of ``source`` (a path, or an open reader)."""
     if not isinstance(source, Database):
         return _open(source, "r")
-    refuse_unless(source, source._arguments[1] in ("r",), "reads through a reader", "'r'")
+    refuse_unless(source, source._arguments[1] == "r", "reads through a reader", "'r'")
     return handle(source)
 
 
@@ -521,8 +521,14 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
     writer of one. ``shards`` (a count or a list of paths, as
     ``open_sharded`` takes) must agree with an existing manifest: the
     manifest decides, and one that disagrees is refused before anything
-    is written. A shard without batches is refused too.
+    is written. A shard without batches is refused too, and so is one
+    database's handle (ValueError).
     """
+    if isinstance(path, Database):
+        raise ValueError(
+            "semidbm.dask writes shards into a sharded database: pass its directory, or one "
+            "opened with semidbm.open_sharded (not %r)" % path
+        )
     if not isinstance(path, ShardedDatabase):
         database = open_sharded(path, WRITE_FLAG, shards=shards, format=2)
     else:
