@@ -13,6 +13,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import tempfile
 import zlib
 
@@ -71,6 +72,14 @@ def test_the_rule_is_crc32_modulo_the_count():
     assert [semidbm.shard_of(b"k%d" % n, 7) for n in range(300)] == [
         zlib.crc32(b"k%d" % n) % 7 for n in range(300)
     ]
+    assert semidbm.shard_of("\u00e9", 4) == semidbm.shard_of("\u00e9".encode(), 4)
+
+
+@pytest.mark.parametrize("count, error", [(0, ValueError), (-1, ValueError), (True, TypeError),
+                                          (2.0, TypeError)])
+def test_a_count_of_shards_that_is_no_positive_int_is_refused(count, error):
+    with pytest.raises(error, match="count must be"):
+        semidbm.shard_of(b"k", count)
 
 
 def test_every_key_lands_in_the_shard_shard_of_names(kernel, sharded_open, spath):
@@ -287,6 +296,8 @@ def test_the_manifest_names_the_format_version_rule_count_and_shards(sharded_ope
         ({"shards": ["shard-0000", "shard-0001", "./shard-0000"]}, "a shard is named twice"),
         ({"shards": ["shard-0000", "shard-0001", 7]}, "not a non-empty string: 7"),
         ({"count": 0, "shards": []}, "no shard"),
+        ({"shards": ["shard-0000", "shard-0001", "shard\x00-0002"]}, "no file name"),
+        ({"shards": ["shard-0000", "shard-0001", "shard-\ud800"]}, "no file name"),
     ],
 )
 @pytest.mark.parametrize("flag", ["r", "w", "c", "n"])
@@ -304,6 +315,26 @@ def test_a_manifest_that_is_not_json_is_refused(sharded_open, spath):
     sharded_open(spath, "c", shards=2).close()
     (spath / MANIFEST).write_text('{"format": "semidbm-sharded",')
     with pytest.raises(semidbm.error, match="not JSON"):
+        sharded_open(spath)
+
+
+def test_a_manifest_nested_too_deep_is_refused(sharded_open, spath):
+    sharded_open(spath, "c", shards=2).close()
+    (spath / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(semidbm.error, match="nested too deep"):
+        sharded_open(spath)
+
+
+@pytest.mark.parametrize("alias", ["absolute", "link"])
+def test_one_directory_named_as_two_shards_is_refused(sharded_open, spath, alias):
+    sharded_open(spath, "c", shards=2).close()
+    if alias == "absolute":
+        second = str(spath / "shard-0000")
+    else:
+        os.symlink("shard-0000", spath / "alias")
+        second = "alias"
+    write_manifest(spath, shards=["shard-0000", second])
+    with pytest.raises(semidbm.error, match="shards 0 and 1 are one directory"):
         sharded_open(spath)
 
 
@@ -511,6 +542,29 @@ def test_a_pickled_reader_opens_its_shards_at_first_use(sharded_open, spath):
     with handle:
         assert handle.get_many([b"k9", b"k0"]) == [b"v9", b"v0"]
         assert handle.path == str(spath)
+
+
+def test_a_shared_writer_pickled_after_creating_makes_no_missing_shard(sharded_open, spath):
+    with sharded_open(spath, "cm", shards=2) as writer:
+        writer.update(numbered(10))
+        handle = pickle.loads(pickle.dumps(writer))
+    shutil.rmtree(spath / "shard-0001")  # an unmounted disk, say
+    with pytest.raises(semidbm.error, match="no semidbm database"):
+        handle[b"new"] = b"1"
+    assert not (spath / "shard-0001").exists()
+    handle.close()
+
+
+def test_clear_deletes_a_key_written_into_another_shard_than_its_own(kernel, sharded_open, spath):
+    sharded_open(spath, "c", shards=2).close()
+    key = b"misplaced"
+    wrong = 1 - semidbm.shard_of(key, 2)
+    with db.open_with(kernel, spath / ("shard-%04d" % wrong), "w") as single:
+        single[key] = b"1"
+    with sharded_open(spath, "w") as database:
+        assert len(database) == 1 and key not in database  # as FORMAT.md says
+        database.clear()
+        assert len(database) == 0
 
 
 def write_range(kernel, path, start, stop):

@@ -57,18 +57,24 @@ HASH_RULES: dict[str, Callable[[bytes], int]] = {"crc32": zlib.crc32}
 DEFAULT_HASH_RULE = "crc32"
 
 
-def shard_of(key: bytes, count: int) -> int:
+def shard_of(key: Data, count: int) -> int:
     """Return the shard, from 0 to ``count - 1``, that holds ``key`` under the default rule.
 
     The rule is ``"crc32"``: ``zlib.crc32(key) % count``, the same in
     every process, Python version and machine (unlike :func:`hash`), so
     that any process can route a key. ``key`` is bytes (a str key is
-    stored as its UTF-8 bytes, which route it).
+    stored as its UTF-8 bytes, which route it, and may be given so).
+    ``count`` is an int from 1 up (ValueError or TypeError otherwise).
 
     >>> semidbm.shard_of(b"key", 4)
     1
     """
-    return HASH_RULES[DEFAULT_HASH_RULE](key) % count
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError("count must be an int, not %s" % type(count).__name__)
+    if count < 1:
+        raise ValueError("count must be 1 or more, not %d" % count)
+    routed = key if type(key) is bytes else as_bytes(key, "keys")
+    return HASH_RULES[DEFAULT_HASH_RULE](routed) % count
 
 
 def open_sharded(
@@ -158,11 +164,18 @@ def _open_or_create(kernel, directory, flag, wanted, mode, options):
     rule, paths = manifest
     if wanted is not None:
         refuse_other_shards(directory, wanted, paths)
-    _check_shards_exist(directory, paths)
-    # The shards exist: 'c' and 'cm' create none (a missing mount must not get a new shard).
-    shard_flag = {"c": "w", "cm": "wm"}.get(flag, flag)
+    _check_shards(directory, paths)
     return ShardedDatabase(directory, flag, rule, _open_shards(kernel, directory, paths,
-                                                               shard_flag, mode, options))
+                                                               _existing(flag), mode, options))
+
+
+def _existing(flag):
+    """The flag that opens an existing shard as ``flag`` asks: ``'c'`` and ``'cm'`` create none.
+
+    A shard missing since the manifest was written may be on a mount that
+    is not mounted: a new empty one in its place would hide its keys.
+    """
+    return {"c": "w", "cm": "wm"}.get(flag, flag)
 
 
 def _shard_list(shards):
@@ -210,6 +223,8 @@ def _shard_paths_problem(paths):
     for path in paths:
         if not isinstance(path, str) or not path:
             return "a shard's path is not a non-empty string: %r" % (path,)
+        if "\0" in path or not _encodable(path):
+            return "a shard's path is no file name: %r" % (path,)
         if not os.path.isabs(path):
             parts = os.path.normpath(path).split(os.sep)
             if parts[0] in (os.curdir, os.pardir) or os.path.splitdrive(path)[0]:
@@ -218,6 +233,15 @@ def _shard_paths_problem(paths):
     if len(set(normalized)) != len(normalized):
         return "a shard is named twice"
     return None
+
+
+def _encodable(path):
+    """Whether ``path`` can be a file name here (a surrogate that stands for no byte cannot)."""
+    try:
+        os.fsencode(path)
+    except UnicodeError:
+        return False
+    return True
 
 
 def refuse_other_shards(directory: str, wanted: list[str], paths: list[str]) -> None:
@@ -266,6 +290,8 @@ def _read_manifest(directory):
         manifest = json.loads(text)
     except ValueError as exc:
         raise DBMError(_messages.BAD_MANIFEST % (manifest_path, "not JSON: %s" % exc)) from None
+    except RecursionError:
+        raise DBMError(_messages.BAD_MANIFEST % (manifest_path, "nested too deep")) from None
     problem = _manifest_problem(manifest)
     if problem is not None:
         raise DBMError(_messages.BAD_MANIFEST % (manifest_path, problem))
@@ -296,18 +322,32 @@ def _resolve(directory, path):
     return path if os.path.isabs(path) else os.path.join(directory, path)
 
 
-def _check_shards_exist(directory, paths):
-    """Raise DBMError (``errno.ENOENT``) for the first shard of ``paths`` that is missing.
+def _check_shards(directory, paths):
+    """Raise DBMError for the first shard of ``paths`` that is missing or named twice.
 
-    A manifest is written after its shards: one missing since may be on a
-    mount that is not mounted, or removed; either way its keys are gone
-    from view, and an open that went on would hide that (or create an
-    empty shard in its place).
+    A manifest is written after its shards: one missing since
+    (``errno.ENOENT``) may be on a mount that is not mounted, or removed;
+    either way its keys are gone from view, and an open that went on
+    would hide that (or create an empty shard in its place). Two names
+    of one directory (an absolute path and a relative one, or a symbolic
+    link) would count its keys twice and route none of them right.
     """
+    seen = {}
     for number, path in enumerate(paths):
         shard = _resolve(directory, path)
-        if not os.path.isdir(shard):
+        try:
+            info = os.stat(shard)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise _files.os_error(exc, "cannot open shard %d of %r" % (number, directory)) from None
+        if info is None or not stat.S_ISDIR(info.st_mode):
             raise DBMError(errno.ENOENT, _messages.SHARD_MISSING % (number, directory), shard)
+        other = seen.setdefault((info.st_dev, info.st_ino), number)
+        if other != number:
+            raise DBMError(_messages.BAD_MANIFEST % (
+                os.path.join(directory, MANIFEST_NAME),
+                "shards %d and %d are one directory" % (other, number)))
 
 
 def _create(kernel, directory, flag, paths, mode, options):
@@ -341,6 +381,9 @@ def _create(kernel, directory, flag, paths, mode, options):
     except BaseException:
         _close_after_failure(opened)
         raise
+    for shard in opened:  # they exist now: one pickled from here must not make a missing one again
+        arguments = shard._arguments  # type: ignore[attr-defined]
+        shard._arguments = (arguments[0], _existing(flag)) + arguments[2:]  # type: ignore[attr-defined]
     return ShardedDatabase(directory, flag, rule, opened)
 
 
@@ -633,7 +676,12 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
 
     # dbm.gnu's extras, the context manager and the refusal of copies: Database's own, which
     # need only keys(), ``in``, compact(), close() and _cursor.
-    clear = Database.clear
+    def clear(self) -> None:
+        """Delete every key, shard by shard (each as :meth:`semidbm.Database.clear`), even a key
+        that is not in the shard its hash names (written by opening a shard alone); then raise
+        the first error."""
+        _on_each(self._shards, lambda shard: shard.clear())
+
     firstkey = Database.firstkey
     nextkey = Database.nextkey
     _cursor_from = Database._cursor_from
