@@ -263,7 +263,7 @@ def test_reads_route_each_kind_of_key_and_raise_as_one_database(kernel, sharded_
         database.update(items)
     with sharded_open(spath) as database:
         # The compiled kernel's shards are read through its routing in C, the others in Python.
-        assert (database._routed is not None) is (kernel_name(kernel) == "cython")
+        assert (database._routed_get is not None) is (kernel_name(kernel) == "cython")
         assert {key: database[key] for key in items} == items
         assert database.get_many(list(items)) == list(items.values())
         kinds = ["ключ", b"k7", "k7", bytearray(b"k7"), memoryview(b"kk77")[::2], b"missing"]
