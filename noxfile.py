@@ -17,7 +17,8 @@ the sessions). Arguments after ``--`` go to the session's main command.
   made by the session ``debian_unstable``).
 - ``bench``: the main job, ``benchmarks/compare.py`` (its arguments; by
   default its preset ``small``, written to results/bench/); ``scale``: the scale
-  benchmark, ``benchmarks/scale.py``; ``asv``: airspeed velocity with
+  benchmark, ``benchmarks/scale.py``; ``bench_dask``: the Dask benchmark,
+  ``benchmarks/dask_bench.py``; ``asv``: airspeed velocity with
   the arguments given.
 - ``sanitize``, ``memcheck``: the reliability runs on builds of their own
   (docs/RELIABILITY.md); ``packaging``: the distributions checked as
@@ -598,6 +599,20 @@ def scale(session):
     debian_packages(session)
     install_checkout(session)
     session.run("python", "benchmarks/scale.py", *session.posargs)
+
+
+@nox.session(python=DEBIAN_PYTHON)
+def bench_dask(session):
+    """The Dask benchmark of issue 31 (benchmarks/dask_bench.py); arguments go to it.
+
+    Without any: 10,000,000 records on a LocalCluster of 2 worker
+    processes (the machine idle, to mean anything), the report and chart
+    written to a new directory under results/dask/. ``-- --records
+    200000`` is a quick look.
+    """
+    debian_packages(session)
+    install_checkout(session, "bench", "dask")
+    session.run("python", "benchmarks/dask_bench.py", *session.posargs)
 
 
 @nox.session(python=DEBIAN_PYTHON)

@@ -100,7 +100,6 @@ them) with the measured ratio beside each.
 """
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -108,6 +107,7 @@ import sys
 import tempfile
 import time
 
+import _results
 from _compare_report import Results, report, summary
 from _presets import ALL_PRESETS, KEY_SIZE, PRESETS
 from _provenance import REPO, from_top, source_version
@@ -239,34 +239,9 @@ def run_preset(preset, settings):
     return Results(preset, runs, absent)
 
 
-def new_directory(parent, name):
-    """Make and return a new directory ``parent/name``, or ``name-2``, ``name-3``... if taken."""
-    os.makedirs(parent, exist_ok=True)
-    for attempt in range(1, 1000):
-        path = os.path.join(parent, name if attempt == 1 else "%s-%d" % (name, attempt))
-        try:
-            os.mkdir(path)
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError("no free name like %s in %s" % (name, parent))
-
-
 def results_directory(out_dir):
-    """Return the directory the reports go to, made if need be; exit if it cannot be made.
-
-    ``out_dir`` if given; else a new directory under RESULTS named for
-    the date and time, so that no run writes over another's, nor over a
-    committed file. Made before the run, so that a place where nothing
-    can be written fails at once, not after the benchmark.
-    """
-    try:
-        if out_dir:
-            os.makedirs(out_dir, exist_ok=True)
-            return out_dir
-        return new_directory(RESULTS, datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
-    except OSError as error:
-        sys.exit("cannot make the directory for the reports: %s (--out-dir chooses one)" % error)
+    """Return the directory the reports go to (``_results.results_directory`` under RESULTS)."""
+    return _results.results_directory(out_dir, RESULTS)
 
 
 def remove_if_empty(directory):

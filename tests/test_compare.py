@@ -33,6 +33,7 @@ compare_report = benchmark_scripts.load("_compare_report")
 presets = benchmark_scripts.load("_presets")
 report = benchmark_scripts.load("_report")
 pagecache = benchmark_scripts.load("_pagecache")
+results_module = benchmark_scripts.load("_results")
 
 
 def run(ops, reopen=None):
@@ -259,9 +260,9 @@ def test_each_run_gets_a_directory_of_its_own(monkeypatch, tmp_path):
 
 
 def test_a_taken_name_gets_a_number(tmp_path):
-    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run")
-    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run-2")
-    assert compare.new_directory(str(tmp_path), "run") == str(tmp_path / "run-3")
+    assert results_module.new_directory(str(tmp_path), "run") == str(tmp_path / "run")
+    assert results_module.new_directory(str(tmp_path), "run") == str(tmp_path / "run-2")
+    assert results_module.new_directory(str(tmp_path), "run") == str(tmp_path / "run-3")
 
 
 def test_an_out_dir_that_cannot_be_made_stops_before_the_run(tmp_path):

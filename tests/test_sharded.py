@@ -262,6 +262,37 @@ def test_reads_and_writes_of_a_reader_or_a_closed_database_raise_error(sharded_o
             operation(reader) if operation is len else operation()
 
 
+# --- reads, routed in C on the compiled kernel ---
+
+
+def test_reads_route_each_kind_of_key_and_raise_as_one_database(kernel, sharded_open, spath):
+    items = numbered(300)
+    items["ключ"] = b"u"
+    with sharded_open(spath, "c", shards=7) as database:
+        database.update(items)
+    with sharded_open(spath) as database:
+        # The compiled kernel's shards are read through its routing in C, the others in Python.
+        assert (database._routed_get is not None) is (kernel_name(kernel) == "cython")
+        assert {key: database[key] for key in items} == items
+        assert database.get_many(list(items)) == list(items.values())
+        kinds = ["ключ", b"k7", "k7", bytearray(b"k7"), memoryview(b"kk77")[::2], b"missing"]
+        assert [database.get(key) for key in kinds] == [b"u"] + [b"v7"] * 4 + [None]
+        assert database.get_many(kinds, b"d") == [b"u"] + [b"v7"] * 4 + [b"d"]
+        for missing in (b"missing", "missing", bytearray(b"missing")):
+            with pytest.raises(KeyError) as caught:
+                database[missing]
+            assert caught.value.args == (missing,)  # the key as given
+        for bad in (1, None):
+            message = "keys must be str or bytes-like, not %s" % type(bad).__name__
+            with pytest.raises(TypeError, match=message):
+                database[bad]
+            with pytest.raises(TypeError, match=message):
+                database.get_many([b"k1", bad])
+    for read in (lambda: database[b"k1"], lambda: database.get_many([b"k1", b"k2"])):
+        with pytest.raises(semidbm.error, match="closed"):
+            read()
+
+
 # --- the manifest and its checks ---
 
 

@@ -7,16 +7,24 @@ device), and no typed code makes a Store but the API layer.
 """
 
 from abc import ABCMeta
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from typing_extensions import disjoint_base
 
 from ._interface import Store as _Store
 from ._interface import summarize_log as summarize_log
+from ._types import Data
 
 @disjoint_base
 class Store(_Store, metaclass=ABCMeta):
     def __iter__(self) -> KeyIterator: ...
+    # A sharded database's reads, routed in C (semidbm.sharded): the compiled kernel's alone.
+    @staticmethod
+    def _routed_get(shards: list[Store], key: Data) -> bytes: ...
+    @staticmethod
+    def _routed_get_many(
+        shards: list[Store], keys: Iterable[Data], default: object = None
+    ) -> list[object]: ...
 
 @disjoint_base
 class KeyIterator(Iterator[bytes]):

@@ -98,6 +98,8 @@ include "_core_pieces/batch_commit.pxi"
 include "_core_pieces/sorted.pxi"
 # The bulk operations: update, get_many and delete_many.
 include "_core_pieces/bulk.pxi"
+# A sharded database's reads, each key routed to its shard in C.
+include "_core_pieces/shards.pxi"
 # A shared writer's turn taken in C, for its single puts and deletes.
 include "_core_pieces/turns.pxi"
 
@@ -584,10 +586,7 @@ cdef class Store:
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
-        if self.fd < 0 or self.busy:
-            self.check_open()
-        if self.index.table.pending_count:
-            keys_apply_pending(self)
+        self.check_reads()
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
         borrow(key, &borrowed, "keys")
@@ -595,6 +594,14 @@ cdef class Store:
             return self.get(borrowed.data, borrowed.size, key)
         finally:
             give_back(&borrowed)
+
+    cdef inline int check_reads(self) except -1:
+        """What a read checks before its lookup: the store open and idle, the index up to date."""
+        if self.fd < 0 or self.busy:
+            self.check_open()
+        if self.index.table.pending_count:
+            keys_apply_pending(self)
+        return 0
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
@@ -797,6 +804,18 @@ cdef class Store:
     def delete_many(self, keys):
         """``_interface.Store.delete_many``, in C: every key is found before any is deleted."""
         bulk_delete(self, keys)
+
+    # --- a sharded database's reads (shards.pxi), for semidbm.sharded ---
+
+    @staticmethod
+    def _routed_get(list shards, key):
+        """``shards[zlib.crc32(key) % len(shards)][key]``, routed in C; ``shards`` are Stores."""
+        return shards_get(shards, key)
+
+    @staticmethod
+    def _routed_get_many(list shards, keys, default=None):
+        """``get_many`` of ``keys`` across ``shards`` (Stores), each routed as ``_routed_get``."""
+        return shards_get_many(shards, keys, default)
 
     @property
     def closed(self):
