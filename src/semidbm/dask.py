@@ -466,23 +466,28 @@ def write_part(partition: Any, target: Database, encode) -> int:
         return write_batch(database, pairs_of(partition), encode)
 
 
-def split_by_shard(partition: Any, rule: str, count: int) -> List[List[Tuple[bytes, Any]]]:
-    """One partition's pairs split by shard: the list of each of ``count`` shards' pairs.
+def split_by_shard(partition: Any, rule: str, count: int) -> List[bytes]:
+    """One partition's pairs split by shard: each of ``count`` shards' list of pairs, pickled.
 
     A key is routed by its bytes (a str key by its UTF-8) under the
     manifest's hash ``rule``; values are left as they are, for the
-    shard's task to encode.
+    shard's task to encode. Each piece goes to its shard's task as one
+    pickle: Dask sends a list of many small objects between workers
+    element by element, some hundred times slower (a write into 8 shards
+    of 200,000 pairs from 2 workers took 5.3 s, 8.8 s of it in
+    transfers, against 0.33 s into one database).
     """
     route = sharded.HASH_RULES[rule]
     pieces: List[List[Tuple[bytes, Any]]] = [[] for _ in range(count)]
     for key, value in pairs_of(partition):
         routed = as_bytes(key, "keys")
         pieces[route(routed) % count].append((routed, value))
-    return pieces
+    return [pickle.dumps(piece, pickle.HIGHEST_PROTOCOL) for piece in pieces]
 
 
-def write_shard(pieces: Sequence[List[Tuple[bytes, Any]]], target: Database, encode) -> int:
-    """Write one shard's pieces, one from each partition, in the partitions' order; their pairs.
+def write_shard(pieces: Sequence[bytes], target: Database, encode) -> int:
+    """Write one shard's pieces (``split_by_shard``'s), one from each partition, in the
+    partitions' order; their pairs.
 
     One shared writer of the shard, and one batch per piece that has
     pairs: a task killed and retried leaves no half piece, and the retry
@@ -490,7 +495,8 @@ def write_shard(pieces: Sequence[List[Tuple[bytes, Any]]], target: Database, enc
     last partition's, wins).
     """
     with handle(target) as database:
-        return sum(write_batch(database, piece, encode) for piece in pieces if piece)
+        return sum(write_batch(database, pairs, encode)
+                   for pairs in map(pickle.loads, pieces) if pairs)
 
 
 def checked_for_batches(database: Database) -> Database:
