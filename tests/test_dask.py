@@ -22,6 +22,7 @@ distributed = pytest.importorskip(
     "dask.distributed", reason="Dask lacks distributed: pip install 'dask[distributed]'"
 )
 pandas = pytest.importorskip("pandas", reason="dask.dataframe needs pandas")
+numpy = pytest.importorskip("numpy", reason="pandas needs NumPy")
 
 from dask.delayed import Delayed  # noqa: E402
 
@@ -30,6 +31,7 @@ import semidbm.dask as sdask  # noqa: E402
 from semidbm import _kernel, db, sharded  # noqa: E402
 
 from .conftest import compiled_only  # noqa: E402
+from .support.states import copied_data, logs_of_one_length  # noqa: E402
 
 #: The synchronous scheduler: the tasks run in the test's own process.
 SYNC = {"scheduler": "sync"}
@@ -259,9 +261,41 @@ def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
         ]
         with pytest.raises(ValueError, match="give serializer or decode, not both"):
             sdask.read_bag(reader, serializer="json", decode=len)
-        for wrong in (0, -2, 1.5):
-            with pytest.raises(ValueError, match="npartitions must be a positive int"):
+
+
+def test_npartitions_is_an_integer_from_1_to_2_to_the_32(dbopen, tmp_path):
+    model = fill(dbopen, tmp_path / "db", count=100)
+    with dbopen(tmp_path / "db", "r") as reader:
+        for wrong in (0, -2, 2**32 + 1, 2**33):
+            with pytest.raises(ValueError, match=r"npartitions must be from 1 to 2\*\*32, not "):
                 sdask.read_bag(reader, npartitions=wrong)
+        for wrong, name in ((True, "bool"), (1.5, "float"), (2.0, "float"), ("2", "str")):
+            with pytest.raises(TypeError, match="npartitions must be an int, not %s" % name):
+                sdask.read_bag(reader, npartitions=wrong)
+        with pytest.raises(TypeError, match="npartitions must be an int, not bool"):
+            sdask.read_keys(reader, [b"key 1"], npartitions=True)
+        numbered = sdask.read_bag(reader, npartitions=numpy.int64(2))
+        assert numbered.npartitions == 2
+        assert_disjoint_and_covering(partitions(numbered, **SYNC), model)
+        assert type(sdask.plan(reader, numpy.int64(2)).parts) is int
+        assert sdask.plan(reader, 2**32).parts == 2**32  # the most: no graph is built here
+
+
+def test_a_plan_reads_an_identical_copy_and_refuses_a_restore(dbopen, tmp_path):
+    """The planned state is the log's bytes: a copy under another inode (a worker's own, NFS)
+    reads; a backup of the same length and first 4 KiB restored in place is refused."""
+    first, second = logs_of_one_length(dbopen, tmp_path / "db")
+    (tmp_path / "db" / "data").write_bytes(first)
+    with dbopen(tmp_path / "db", "r") as reader:
+        model = dict(reader.items())
+        bag = sdask.read_bag(reader, npartitions=3)
+    copied_data(tmp_path / "db", tmp_path / "copy")
+    os.replace(tmp_path / "copy" / "data", tmp_path / "db" / "data")
+    assert dict(bag.compute(**SYNC)) == model
+    (tmp_path / "db" / "data").write_bytes(second)
+    with pytest.raises(sdask.DatabaseChanged, match=r"was \d+ bytes, and is \d+ bytes now, "
+                                                    r"other bytes\)"):
+        bag.compute(**SYNC)
 
 
 def test_importing_semidbm_imports_no_dask(tmp_path):

@@ -27,6 +27,7 @@ does. docs/dask.md is the guide.
 """
 
 import math
+import operator
 import os
 import pickle
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - where the extra is installed, i
         "semidbm.dask needs Dask: pip install 'semidbm[dask]' (%s)" % exc
     ) from exc
 
-from . import _messages, sharded
+from . import _messages, _parts, sharded
 from ._database import Database
 from ._records import as_bytes
 from .db import open as _open
@@ -101,7 +102,7 @@ class Plan:
     source: Database
     parts: int
     seed: int
-    state: Tuple[int, int, int, int]
+    state: Tuple[int, Tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,27 @@ class ShardedPlan:
     shards: Tuple[Plan, ...]
 
 
-def check_npartitions(npartitions: Optional[int]) -> None:
-    """Raise ValueError unless ``npartitions`` is None or a positive int."""
-    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
-        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+def checked_npartitions(npartitions: Any) -> Optional[int]:
+    """``npartitions`` as an int from 1 to 2**32 (the most parts of a hash), or None if None.
+
+    Any integer is taken (``operator.index``: a NumPy one too), but not a
+    bool, which is one by accident (TypeError, as for a float); one out of
+    range is a ValueError, rather than a task that fails or a graph
+    that never finishes building.
+    """
+    if npartitions is None:
+        return None
+    if isinstance(npartitions, bool):
+        raise TypeError("npartitions must be an int, not bool")
+    try:
+        number = operator.index(npartitions)
+    except TypeError:
+        raise TypeError(
+            "npartitions must be an int, not %s" % type(npartitions).__name__
+        ) from None
+    if not 1 <= number <= _parts.HASHES:
+        raise ValueError("npartitions must be from 1 to 2**32, not %d" % number)
+    return number
 
 
 def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
@@ -130,7 +148,7 @@ def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     ``source`` is a database's directory, or an open reader (whose kernel
     and options the tasks' handles keep). No key is read.
     """
-    check_npartitions(npartitions)
+    npartitions = checked_npartitions(npartitions)
     with reader(source) as database:
         parts = npartitions or max(1, math.ceil(len(database) / KEYS_PER_PARTITION))
         return Plan(handle(database), parts, database.key_seed, database.log_state)
@@ -165,7 +183,7 @@ def plan_shards(source: Source, npartitions: Optional[int] = None) -> ShardedPla
     default each shard one per :data:`KEYS_PER_PARTITION` of its keys.
     Each shard's state is recorded as :func:`plan` records it.
     """
-    check_npartitions(npartitions)
+    npartitions = checked_npartitions(npartitions)
     with sharded_reader(source) as database:
         return ShardedPlan(
             os.path.abspath(database.path),
@@ -245,10 +263,10 @@ def opened(plan: Plan) -> Database:
         state = database.log_state
         if state != plan.state:
             raise DatabaseChanged(
-                "%s changed since its partitions were planned (its log was %d bytes of "
-                "file %d:%d, and is %d bytes of file %d:%d now): read it again"
-                % (database.path, plan.state[2], plan.state[0], plan.state[1],
-                   state[2], state[0], state[1])
+                "%s changed since its partitions were planned (its log was %d bytes, and is "
+                "%d bytes now%s): read it again"
+                % (database.path, plan.state[0], state[0],
+                   ", other bytes" if state[0] == plan.state[0] else "")
             )
     except BaseException:
         database.close()
@@ -417,7 +435,9 @@ def read_keys(
         bag = keys
     else:
         listed = list(keys)
-        count = npartitions or max(1, math.ceil(len(listed) / KEYS_PER_PARTITION))
+        count = checked_npartitions(npartitions) or max(
+            1, math.ceil(len(listed) / KEYS_PER_PARTITION)
+        )
         bag = dask.bag.from_sequence(listed, npartitions=count)
     return bag.map_partitions(lookup, planned, default, decode)
 
