@@ -173,8 +173,57 @@ def test_an_empty_database_reads_as_empty_collections(dbopen, tmp_path):
         assert sdask.read_bag(reader).compute(**SYNC) == []
         assert partitions(sdask.read_bag(reader, npartitions=3), **SYNC) == [[], [], []]
         assert sdask.read_keys(reader, [b"a"], default=0).compute(**SYNC) == [(b"a", 0)]
-        frame = sdask.read_dataframe(reader, meta={"value": "f8"}).compute(**SYNC)
-    assert len(frame) == 0
+        frame = sdask.read_dataframe(reader, meta={"value": "f8"}, npartitions=2).compute(**SYNC)
+        with pytest.raises(ValueError, match="has no key, no value to learn the DataFrame's "
+                                             "columns from: pass meta"):
+            sdask.read_dataframe(reader)
+    assert len(frame) == 0 and dict(frame.dtypes) == {"value": numpy.dtype("f8")}
+
+
+def json_articles(dbopen, path, count):
+    """A database of ``count`` JSON documents of two fields, written as a shelf writes them."""
+    with dbopen(path, "c", format=2) as writer:
+        for number in range(count):
+            writer["article %d" % number] = '{"words": %d, "language": "en"}' % number
+
+
+def test_a_dataframe_whose_first_partitions_are_empty_has_the_columns(dbopen, tmp_path):
+    """Five rows in sixteen partitions: the columns come from a value, not partition 0, and an
+    empty partition has them too, with their dtypes."""
+    json_articles(dbopen, tmp_path / "db", 5)
+    with dbopen(tmp_path / "db", "r") as reader:
+        frame = sdask.read_dataframe(reader, serializer="json", npartitions=16)
+        chosen = sdask.read_dataframe(reader, serializer="json", npartitions=16,
+                                      columns=["language"])
+        given = sdask.read_dataframe(reader, serializer="json", npartitions=16,
+                                     meta={"words": "f8", "language": "object"})
+        pieces = [frame.get_partition(number).compute(**SYNC) for number in range(16)]
+        assert not all(len(piece) for piece in pieces)
+        assert list(frame.columns) == ["words", "language"]
+        assert frame["words"].dtype == numpy.dtype("int64")
+        for piece in pieces:
+            assert list(piece.columns) == ["words", "language"]
+            assert piece["words"].dtype == numpy.dtype("int64")
+        assert frame["words"].sum().compute(**SYNC) == 10
+        assert frame.groupby("language")["words"].sum().compute(**SYNC).to_dict() == {"en": 10}
+        assert list(chosen.columns) == ["language"]
+        assert all(list(chosen.get_partition(number).compute(**SYNC).columns) == ["language"]
+                   for number in range(16))
+        empty = next(number for number, piece in enumerate(pieces) if not len(piece))
+        assert given["words"].dtype == numpy.dtype("f8")
+        assert dict(given.get_partition(empty).compute(**SYNC).dtypes) == dict(given.dtypes)
+
+
+def test_a_key_that_is_not_utf8_is_named_by_read_dataframe(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"\xffkey"] = pickle.dumps({"x": 2})
+    named = r"the key b'\\xffkey' in .*db.data is not UTF-8 text, which read_dataframe indexes"
+    with dbopen(tmp_path / "db", "r") as reader:
+        with pytest.raises(ValueError, match=named):  # the one value read for the columns
+            sdask.read_dataframe(reader)
+        frame = sdask.read_dataframe(reader, meta={"x": "i8"}, npartitions=1)
+        with pytest.raises(ValueError, match=named):  # a partition's
+            frame.compute(**SYNC)
 
 
 def test_a_huge_value(dbopen, tmp_path):
