@@ -275,6 +275,24 @@ def test_a_bag_written_into_a_database(dbopen, tmp_path):
         )
 
 
+def test_only_a_bag_or_a_dataframe_is_written(dbopen, tmp_path):
+    """A Dask Series (neither) is refused before anything is written; its pairs as a bag are
+    written."""
+    series = dask_dataframe.from_pandas(pandas.Series(["ab", "cd"], index=["x", "y"]),
+                                        npartitions=1)
+    for wrong, name in ((series, "Series"), ([(b"k", b"v")], "list")):
+        with pytest.raises(TypeError, match=r"to_semidbm writes a dask.bag.Bag of \(key, value\) "
+                                            r"pairs or a dask.dataframe.DataFrame, not %s " % name):
+            sdask.to_semidbm(wrong, str(tmp_path / "db"), **SYNC)
+        with pytest.raises(TypeError, match="not %s " % name):
+            sdask.to_semidbm(wrong, str(tmp_path / "sharded"), shards=2, **SYNC)
+    assert not os.path.exists(tmp_path / "db") and not os.path.exists(tmp_path / "sharded")
+    with dbopen(tmp_path / "db", "cm", format=2) as target:
+        assert sdask.to_semidbm(series.to_bag(index=True), target, **SYNC) == 2
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert dict(reader.items()) == {b"x": b"ab", b"y": b"cd"}
+
+
 def test_writing_into_format_1_is_refused(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c", format=1):
         pass

@@ -684,9 +684,12 @@ def to_semidbm(
 
     Returns the number of pairs written, once computed
     (``compute_kwargs`` go to ``dask.compute``), or with
-    ``compute=False`` a ``dask.delayed`` object that computes it.
+    ``compute=False`` a ``dask.delayed`` object that computes it. Any
+    other collection, a Dask Series too, is a TypeError naming its type,
+    before anything is written: ``series.to_bag(index=True)`` is a bag
+    of a Series' ``(index, value)`` pairs.
     """
-    is_frame = hasattr(collection, "columns")
+    is_frame = is_dataframe(collection)
     if is_frame:
         serializer = serializer or ("pickle" if encode is None else None)
     encoder = pair_encoder(serializer, encode)
@@ -695,6 +698,25 @@ def to_semidbm(
     else:
         written = single_writes(collection, path, encoder)
     return written.compute(**compute_kwargs) if compute else written
+
+
+def is_dataframe(collection: Any) -> bool:
+    """Whether ``collection`` is a Dask DataFrame (True) or a Dask bag (False).
+
+    TypeError naming the type of anything else: a Series would be
+    written as a DataFrame's rows or a bag's pairs are, as garbage.
+    """
+    import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
+
+    if isinstance(collection, dask.dataframe.DataFrame):
+        return True
+    if isinstance(collection, dask.bag.Bag):
+        return False
+    raise TypeError(
+        "to_semidbm writes a dask.bag.Bag of (key, value) pairs or a dask.dataframe.DataFrame, "
+        "not %s (a Series' (index, value) pairs are series.to_bag(index=True))"
+        % type(collection).__name__
+    )
 
 
 def single_writes(collection: Any, path: Source, encode) -> Any:
