@@ -67,7 +67,7 @@ def fill(dbopen, path, count=3000):
 
 
 def partitions(collection, **scheduler):
-    """The computed partitions of a bag, each a list."""
+    """The computed partitions of a bag (each a list) or a DataFrame (each a pandas one)."""
     return list(dask.compute(*collection.to_delayed(), **scheduler))
 
 
@@ -197,7 +197,7 @@ def test_a_dataframe_whose_first_partitions_are_empty_has_the_columns(dbopen, tm
                                       columns=["language"])
         given = sdask.read_dataframe(reader, serializer="json", npartitions=16,
                                      meta={"words": "f8", "language": "object"})
-        pieces = [frame.get_partition(number).compute(**SYNC) for number in range(16)]
+        pieces = partitions(frame, **SYNC)
         assert not all(len(piece) for piece in pieces)
         assert list(frame.columns) == ["words", "language"]
         assert frame["words"].dtype == numpy.dtype("int64")
@@ -207,11 +207,10 @@ def test_a_dataframe_whose_first_partitions_are_empty_has_the_columns(dbopen, tm
         assert frame["words"].sum().compute(**SYNC) == 10
         assert frame.groupby("language")["words"].sum().compute(**SYNC).to_dict() == {"en": 10}
         assert list(chosen.columns) == ["language"]
-        assert all(list(chosen.get_partition(number).compute(**SYNC).columns) == ["language"]
-                   for number in range(16))
-        empty = next(number for number, piece in enumerate(pieces) if not len(piece))
-        assert given["words"].dtype == numpy.dtype("f8")
-        assert dict(given.get_partition(empty).compute(**SYNC).dtypes) == dict(given.dtypes)
+        assert all(list(piece.columns) == ["language"] for piece in partitions(chosen, **SYNC))
+        empty = [piece for piece in partitions(given, **SYNC) if not len(piece)]
+        assert empty and given["words"].dtype == numpy.dtype("f8")
+        assert all(dict(piece.dtypes) == dict(given.dtypes) for piece in empty)
 
 
 def test_a_key_that_is_not_utf8_is_named_by_read_dataframe(dbopen, tmp_path):
