@@ -387,12 +387,12 @@ def frame_part(plan: Plan, part: int, decode, kept, meta) -> Any:
 
     ``kept`` as for :func:`frame_of` (not named ``columns``: ``from_map``
     takes a function with that parameter for one that selects columns
-    itself, which it then asks to). An empty partition is ``meta``, so
-    that it has the collection's columns and dtypes: from no rows, pandas
-    would make a frame of no columns.
+    itself, which it then asks to). An empty partition is a copy of
+    ``meta``, so that it has the collection's columns and dtypes: from no
+    rows, pandas would make a frame of no columns.
     """
     pairs = read_part(plan, part, "items", decode)
-    return frame_of(pairs, plan.source.path, kept) if pairs else meta
+    return frame_of(pairs, plan.source.path, kept) if pairs else meta.copy()
 
 
 #: About how many keys a part of the keys holds when ``some_key`` looks for one.
