@@ -22,6 +22,7 @@ distributed = pytest.importorskip(
     "dask.distributed", reason="Dask lacks distributed: pip install 'dask[distributed]'"
 )
 pandas = pytest.importorskip("pandas", reason="dask.dataframe needs pandas")
+numpy = pytest.importorskip("numpy", reason="pandas needs NumPy")
 
 from dask.delayed import Delayed  # noqa: E402
 
@@ -30,6 +31,7 @@ import semidbm.dask as sdask  # noqa: E402
 from semidbm import _kernel, db, sharded  # noqa: E402
 
 from .conftest import compiled_only  # noqa: E402
+from .support.states import copied_data, logs_of_one_length  # noqa: E402
 
 #: The synchronous scheduler: the tasks run in the test's own process.
 SYNC = {"scheduler": "sync"}
@@ -65,7 +67,7 @@ def fill(dbopen, path, count=3000):
 
 
 def partitions(collection, **scheduler):
-    """The computed partitions of a bag, each a list."""
+    """The computed partitions of a bag (each a list) or a DataFrame (each a pandas one)."""
     return list(dask.compute(*collection.to_delayed(), **scheduler))
 
 
@@ -171,8 +173,56 @@ def test_an_empty_database_reads_as_empty_collections(dbopen, tmp_path):
         assert sdask.read_bag(reader).compute(**SYNC) == []
         assert partitions(sdask.read_bag(reader, npartitions=3), **SYNC) == [[], [], []]
         assert sdask.read_keys(reader, [b"a"], default=0).compute(**SYNC) == [(b"a", 0)]
-        frame = sdask.read_dataframe(reader, meta={"value": "f8"}).compute(**SYNC)
-    assert len(frame) == 0
+        frame = sdask.read_dataframe(reader, meta={"value": "f8"}, npartitions=2).compute(**SYNC)
+        with pytest.raises(ValueError, match="has no key, no value to learn the DataFrame's "
+                                             "columns from: pass meta"):
+            sdask.read_dataframe(reader)
+    assert len(frame) == 0 and dict(frame.dtypes) == {"value": numpy.dtype("f8")}
+
+
+def json_articles(dbopen, path, count):
+    """A database of ``count`` JSON documents of two fields, written as a shelf writes them."""
+    with dbopen(path, "c", format=2) as writer:
+        for number in range(count):
+            writer["article %d" % number] = '{"words": %d, "language": "en"}' % number
+
+
+def test_a_dataframe_whose_first_partitions_are_empty_has_the_columns(dbopen, tmp_path):
+    """Five rows in sixteen partitions: the columns come from a value, not partition 0, and an
+    empty partition has them too, with their dtypes."""
+    json_articles(dbopen, tmp_path / "db", 5)
+    with dbopen(tmp_path / "db", "r") as reader:
+        frame = sdask.read_dataframe(reader, serializer="json", npartitions=16)
+        chosen = sdask.read_dataframe(reader, serializer="json", npartitions=16,
+                                      columns=["language"])
+        given = sdask.read_dataframe(reader, serializer="json", npartitions=16,
+                                     meta={"words": "f8", "language": "object"})
+        pieces = partitions(frame, **SYNC)
+        assert not all(len(piece) for piece in pieces)
+        assert list(frame.columns) == ["words", "language"]
+        assert frame["words"].dtype == numpy.dtype("int64")
+        for piece in pieces:
+            assert list(piece.columns) == ["words", "language"]
+            assert piece["words"].dtype == numpy.dtype("int64")
+        assert frame["words"].sum().compute(**SYNC) == 10
+        assert frame.groupby("language")["words"].sum().compute(**SYNC).to_dict() == {"en": 10}
+        assert list(chosen.columns) == ["language"]
+        assert all(list(piece.columns) == ["language"] for piece in partitions(chosen, **SYNC))
+        empty = [piece for piece in partitions(given, **SYNC) if not len(piece)]
+        assert empty and given["words"].dtype == numpy.dtype("f8")
+        assert all(dict(piece.dtypes) == dict(given.dtypes) for piece in empty)
+
+
+def test_a_key_that_is_not_utf8_is_named_by_read_dataframe(dbopen, tmp_path):
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"\xffkey"] = pickle.dumps({"x": 2})
+    named = r"the key b'\\xffkey' in .*db.data is not UTF-8 text, which read_dataframe indexes"
+    with dbopen(tmp_path / "db", "r") as reader:
+        with pytest.raises(ValueError, match=named):  # the one value read for the columns
+            sdask.read_dataframe(reader)
+        frame = sdask.read_dataframe(reader, meta={"x": "i8"}, npartitions=1)
+        with pytest.raises(ValueError, match=named):  # a partition's
+            frame.compute(**SYNC)
 
 
 def test_a_huge_value(dbopen, tmp_path):
@@ -224,6 +274,24 @@ def test_a_bag_written_into_a_database(dbopen, tmp_path):
         )
 
 
+def test_only_a_bag_or_a_dataframe_is_written(dbopen, tmp_path):
+    """A Dask Series (neither) is refused before anything is written; its pairs as a bag are
+    written."""
+    series = dask_dataframe.from_pandas(pandas.Series(["ab", "cd"], index=["x", "y"]),
+                                        npartitions=1)
+    for wrong, name in ((series, "Series"), ([(b"k", b"v")], "list")):
+        with pytest.raises(TypeError, match=r"to_semidbm writes a dask.bag.Bag of \(key, value\) "
+                                            r"pairs or a dask.dataframe.DataFrame, not %s " % name):
+            sdask.to_semidbm(wrong, str(tmp_path / "db"), **SYNC)
+        with pytest.raises(TypeError, match="not %s " % name):
+            sdask.to_semidbm(wrong, str(tmp_path / "sharded"), shards=2, **SYNC)
+    assert not os.path.exists(tmp_path / "db") and not os.path.exists(tmp_path / "sharded")
+    with dbopen(tmp_path / "db", "cm", format=2) as target:
+        assert sdask.to_semidbm(series.to_bag(index=True), target, **SYNC) == 2
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert dict(reader.items()) == {b"x": b"ab", b"y": b"cd"}
+
+
 def test_writing_into_format_1_is_refused(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c", format=1):
         pass
@@ -259,9 +327,41 @@ def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
         ]
         with pytest.raises(ValueError, match="give serializer or decode, not both"):
             sdask.read_bag(reader, serializer="json", decode=len)
-        for wrong in (0, -2, 1.5):
-            with pytest.raises(ValueError, match="npartitions must be a positive int"):
+
+
+def test_npartitions_is_an_integer_from_1_to_2_to_the_32(dbopen, tmp_path):
+    model = fill(dbopen, tmp_path / "db", count=100)
+    with dbopen(tmp_path / "db", "r") as reader:
+        for wrong in (0, -2, 2**32 + 1, 2**33):
+            with pytest.raises(ValueError, match=r"npartitions must be from 1 to 2\*\*32, not "):
                 sdask.read_bag(reader, npartitions=wrong)
+        for wrong, name in ((True, "bool"), (1.5, "float"), (2.0, "float"), ("2", "str")):
+            with pytest.raises(TypeError, match="npartitions must be an int, not %s" % name):
+                sdask.read_bag(reader, npartitions=wrong)
+        with pytest.raises(TypeError, match="npartitions must be an int, not bool"):
+            sdask.read_keys(reader, [b"key 1"], npartitions=True)
+        numbered = sdask.read_bag(reader, npartitions=numpy.int64(2))
+        assert numbered.npartitions == 2
+        assert_disjoint_and_covering(partitions(numbered, **SYNC), model)
+        assert type(sdask.plan(reader, numpy.int64(2)).parts) is int
+        assert sdask.plan(reader, 2**32).parts == 2**32  # the most: no graph is built here
+
+
+def test_a_plan_reads_an_identical_copy_and_refuses_a_restore(dbopen, tmp_path):
+    """The planned state is the log's bytes: a copy under another inode (a worker's own, NFS)
+    reads; a backup of the same length and first 4 KiB restored in place is refused."""
+    first, second = logs_of_one_length(dbopen, tmp_path / "db")
+    (tmp_path / "db" / "data").write_bytes(first)
+    with dbopen(tmp_path / "db", "r") as reader:
+        model = dict(reader.items())
+        bag = sdask.read_bag(reader, npartitions=3)
+    copied_data(tmp_path / "db", tmp_path / "copy")
+    os.replace(tmp_path / "copy" / "data", tmp_path / "db" / "data")
+    assert dict(bag.compute(**SYNC)) == model
+    (tmp_path / "db" / "data").write_bytes(second)
+    with pytest.raises(sdask.DatabaseChanged, match=r"was \d+ bytes, and is \d+ bytes now, "
+                                                    r"other bytes\)"):
+        bag.compute(**SYNC)
 
 
 def test_importing_semidbm_imports_no_dask(tmp_path):

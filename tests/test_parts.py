@@ -7,12 +7,15 @@ format document's hash (``support.index_format.hash_key``): part ``i`` of
 index (the compiled kernel's range of slots) and under any other.
 """
 
+import os
+
 import pytest
 
 from semidbm import _kernel, _parts, db
 
 from .conftest import IMPLEMENTATIONS, compiled_only
 from .support.index_format import hash_key
+from .support.states import copied_data, logs_of_one_length
 
 #: A seed that no index draws: parts under it are listed by hashing every key.
 OTHER_SEED = 0x0123456789ABCDEF
@@ -103,7 +106,7 @@ def test_a_write_changes_the_log_state(dbopen, tmp_path):
         reader = dbopen(tmp_path / "db", "r")
         before = reader.log_state
         writer[b"b"] = b"2"
-        assert writer.log_state[2] > before[2]  # buffered records count
+        assert writer.log_state[0] > before[0]  # buffered records count
         writer.sync()
         assert reader.log_state == before  # a reader's state moves at refresh only
         reader.refresh()
@@ -118,7 +121,31 @@ def test_a_compaction_changes_the_log_state(dbopen, tmp_path):
         before = writer.log_state
         writer.compact()  # the same live records, a new file with a new checkpoint
         after = writer.log_state
-    assert after[2] == before[2] and after != before
+    assert after[0] == before[0] and after != before
+
+
+def test_an_identical_copy_has_the_same_log_state(dbopen, tmp_path):
+    """The state is the log's bytes: another file, another directory (another machine's) alike."""
+    build(dbopen, tmp_path / "db")
+    copy = copied_data(tmp_path / "db", tmp_path / "copy")
+    with dbopen(tmp_path / "db", "r") as original, dbopen(copy, "r") as copied:
+        assert os.stat(tmp_path / "db" / "data").st_ino != os.stat(copy / "data").st_ino
+        assert copied.log_state == original.log_state
+
+
+def test_a_log_restored_in_place_to_another_of_its_length_changes_the_log_state(dbopen,
+                                                                                tmp_path):
+    """A backup restored over the file (the same inode, length and first 4 KiB) is another
+    state: the last sample holds the record where the two logs differ."""
+    first, second = logs_of_one_length(dbopen, tmp_path / "db")
+    assert len(first) == len(second) > 2 * 4096 and first[:4096] == second[:4096]
+    (tmp_path / "db" / "data").write_bytes(first)  # in place: the same inode
+    with dbopen(tmp_path / "db", "r") as reader:
+        before = reader.log_state
+    (tmp_path / "db" / "data").write_bytes(second)
+    with dbopen(tmp_path / "db", "r") as reader:
+        assert reader.log_state[0] == before[0]
+        assert reader.log_state != before
 
 
 @pytest.mark.parametrize(

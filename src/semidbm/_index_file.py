@@ -127,7 +127,7 @@ def _identity(info):
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-def _sample_crc(data_fd, offset, length):
+def sample_crc(data_fd, offset, length):
     """The CRC-32 of the data file's bytes ``[offset, offset + length)``.
 
     Raises DBMError (an OSError) if the file ends before them. Every
@@ -154,7 +154,7 @@ def encode_header(seed, covered, count, capacity, data_fd, checkpoint):
         return None
     fields = _FIELDS.pack(MAGIC, VERSION, HEADER_SIZE, seed, covered, count, capacity, *_SIZES)
     samples = b"".join(
-        _SAMPLE.pack(offset, length, _sample_crc(data_fd, offset, length))
+        _SAMPLE.pack(offset, length, sample_crc(data_fd, offset, length))
         for offset, length in sample_ranges(covered)
     )
     named = _CHECKPOINT.pack(checkpoint, nonce)
@@ -281,7 +281,7 @@ def _check_samples(raw, covered, data_fd):
     if [(offset, length) for offset, length, _ in samples] != sample_ranges(covered):
         return False
     for offset, length, crc in samples:
-        if _sample_crc(data_fd, offset, length) != crc:
+        if sample_crc(data_fd, offset, length) != crc:
             return False
     return True
 

@@ -140,15 +140,19 @@ class Store(Protocol):
         """
 
     @property
-    def log_state(self) -> Tuple[int, int, int, int]:
+    def log_state(self) -> Tuple[int, Tuple[int, ...]]:
         """What tells this state of the log from any other: ``_parts.log_state``'s tuple.
 
-        The data file's device and inode, the end of the log the index holds
-        (a writer's buffered records included), and the CRC-32 of the
-        file's first 4,096 bytes (a compacted log starts with a checkpoint
-        of fresh random bytes). Equal tuples mean the same live keys and
-        values, whichever kernel opened the file; a reader's changes only
-        at ``refresh()``.
+        The end of the log the index holds (a writer's buffered records
+        included), and the CRC-32s of 32 sampled ranges of the log's bytes
+        in the file (the first and last 4 KiB among them: a compacted log
+        starts with a checkpoint of fresh random bytes). The bytes only,
+        not the file's device or inode: an identical copy has the same
+        state, on any machine. Equal tuples mean the same live keys and
+        values, whichever kernel opened the file, unless the log was
+        rewritten in place to the same length without changing a sampled
+        byte (docs/FORMAT.md, "Parts of the keys"); a reader's changes
+        only at ``refresh()``.
         """
 
     def _part_keys(self, part: int, parts: int, seed: int) -> List[bytes]:

@@ -13,13 +13,15 @@ without a pass over every key. The pure kernel hashes each of its keys
 here (``_pure.Store._part_keys``).
 
 ``log_state`` is what tells one state of a database's log from another,
-so that a part listed in another state (written since, compacted) is
-refused rather than overlapping or missing keys.
+so that a part listed in another state (written since, compacted,
+replaced) is refused rather than overlapping or missing keys. It reads
+the log's bytes, not the file's identity, so an identical copy of the
+log (another machine's, another inode) is the same state.
 """
 
-import os
 import struct
-import zlib
+
+from ._index_file import sample_crc, sample_ranges
 
 #: The multiplier of ``key_hash``'s rounds (table.pxi's ``hash_key``).
 ROUND = 0x9E3779B97F4A7C15
@@ -29,10 +31,6 @@ MIX = 0xD6E8FEB86659FD93
 MASK = (1 << 64) - 1
 #: Hashes are 32-bit: part ``i`` of ``n`` is a range of ``HASHES // n`` or so of them.
 HASHES = 1 << 32
-#: The bytes at the start of the log that ``log_state`` sums: a compacted
-#: log starts with a checkpoint of fresh random bytes (docs/FORMAT.md).
-STATE_PREFIX = 4096
-
 WORD = struct.Struct("<Q")
 
 
@@ -81,14 +79,17 @@ def check_part(part, parts, seed):
 
 
 def log_state(fd, end, disk_end):
-    """The state of a log: ``(device, inode, end, CRC-32 of its first bytes)``.
+    """The state of a log: ``(end, CRC-32s of the sampled ranges of its bytes in the file)``.
 
     ``fd`` is the open data file, ``end`` the end of the log the index
     holds (a writer's buffered records included), ``disk_end`` the bytes of
-    it in the file. A write changes ``end``; a compaction gives a new
-    file, and its first bytes hold a new checkpoint, which tells it apart
-    even where the new file reuses the old one's inode and length.
+    it in the file, sampled as an index file's header samples the log it
+    covers (``_index_file.sample_ranges``: the first and last 4 KiB, and 30
+    ranges between). A write changes ``end`` and the last bytes; a
+    compaction gives a new file whose first bytes hold a new checkpoint's
+    random nonce; another log of the same length differs in its last
+    record or elsewhere sampled. Only the bytes count: a copy of the log
+    has its state. docs/FORMAT.md, "Parts of the keys", says what this
+    cannot see.
     """
-    opened = os.fstat(fd)
-    prefix = os.pread(fd, min(disk_end, STATE_PREFIX), 0)
-    return opened.st_dev, opened.st_ino, end, zlib.crc32(prefix)
+    return end, tuple(sample_crc(fd, offset, length) for offset, length in sample_ranges(disk_end))

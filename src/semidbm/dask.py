@@ -27,6 +27,7 @@ does. docs/dask.md is the guide.
 """
 
 import math
+import operator
 import os
 import pickle
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - where the extra is installed, i
         "semidbm.dask needs Dask: pip install 'semidbm[dask]' (%s)" % exc
     ) from exc
 
-from . import _messages, sharded
+from . import _messages, _parts, sharded
 from ._database import Database
 from ._records import as_bytes
 from .db import open as _open
@@ -101,7 +102,7 @@ class Plan:
     source: Database
     parts: int
     seed: int
-    state: Tuple[int, int, int, int]
+    state: Tuple[int, Tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,27 @@ class ShardedPlan:
     shards: Tuple[Plan, ...]
 
 
-def check_npartitions(npartitions: Optional[int]) -> None:
-    """Raise ValueError unless ``npartitions`` is None or a positive int."""
-    if npartitions is not None and (not isinstance(npartitions, int) or npartitions < 1):
-        raise ValueError("npartitions must be a positive int, not %r" % (npartitions,))
+def checked_npartitions(npartitions: Any) -> Optional[int]:
+    """``npartitions`` as an int from 1 to 2**32 (the most parts of a hash), or None if None.
+
+    Any integer is taken (``operator.index``: a NumPy one too), but not a
+    bool, which is one by accident (TypeError, as for a float); one out of
+    range is a ValueError, rather than a task that fails or a graph
+    that never finishes building.
+    """
+    if npartitions is None:
+        return None
+    if isinstance(npartitions, bool):
+        raise TypeError("npartitions must be an int, not bool")
+    try:
+        number = operator.index(npartitions)
+    except TypeError:
+        raise TypeError(
+            "npartitions must be an int, not %s" % type(npartitions).__name__
+        ) from None
+    if not 1 <= number <= _parts.HASHES:
+        raise ValueError("npartitions must be from 1 to 2**32, not %d" % number)
+    return number
 
 
 def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
@@ -130,7 +148,7 @@ def plan(source: Source, npartitions: Optional[int] = None) -> Plan:
     ``source`` is a database's directory, or an open reader (whose kernel
     and options the tasks' handles keep). No key is read.
     """
-    check_npartitions(npartitions)
+    npartitions = checked_npartitions(npartitions)
     with reader(source) as database:
         parts = npartitions or max(1, math.ceil(len(database) / KEYS_PER_PARTITION))
         return Plan(handle(database), parts, database.key_seed, database.log_state)
@@ -165,7 +183,7 @@ def plan_shards(source: Source, npartitions: Optional[int] = None) -> ShardedPla
     default each shard one per :data:`KEYS_PER_PARTITION` of its keys.
     Each shard's state is recorded as :func:`plan` records it.
     """
-    check_npartitions(npartitions)
+    npartitions = checked_npartitions(npartitions)
     with sharded_reader(source) as database:
         return ShardedPlan(
             os.path.abspath(database.path),
@@ -180,10 +198,14 @@ def plan_any(source: Source, npartitions: Optional[int] = None) -> Union[Plan, S
     return (plan_shards if is_sharded(source) else plan)(source, npartitions)
 
 
+def plans_of(planned: Union[Plan, ShardedPlan]) -> Tuple[Plan, ...]:
+    """The plans of one database each in a read: its shards' for a sharded one."""
+    return planned.shards if isinstance(planned, ShardedPlan) else (planned,)
+
+
 def partitions_of(planned: Union[Plan, ShardedPlan]) -> List[Tuple[Plan, int]]:
     """The partitions of a read, each a plan and a part of it: a shard's plan for a sharded one."""
-    plans = planned.shards if isinstance(planned, ShardedPlan) else (planned,)
-    return [(each, part) for each in plans for part in range(each.parts)]
+    return [(each, part) for each in plans_of(planned) for part in range(each.parts)]
 
 
 def handle(database: Database) -> Database:
@@ -245,10 +267,10 @@ def opened(plan: Plan) -> Database:
         state = database.log_state
         if state != plan.state:
             raise DatabaseChanged(
-                "%s changed since its partitions were planned (its log was %d bytes of "
-                "file %d:%d, and is %d bytes of file %d:%d now): read it again"
-                % (database.path, plan.state[2], plan.state[0], plan.state[1],
-                   state[2], state[0], state[1])
+                "%s changed since its partitions were planned (its log was %d bytes, and is "
+                "%d bytes now%s): read it again"
+                % (database.path, plan.state[0], state[0],
+                   ", other bytes" if state[0] == plan.state[0] else "")
             )
     except BaseException:
         database.close()
@@ -333,21 +355,83 @@ def value_decoder(serializer, decode) -> Optional[Callable[[memoryview], Any]]:
     return lambda view: loads(bytes(view))
 
 
-def frame_part(plan: Plan, part: int, decode, kept) -> Any:
-    """Partition ``part`` of ``plan`` in ``read_dataframe``: a pandas DataFrame indexed by key.
+def text_key(key: bytes, path: str) -> str:
+    """``key`` as a row's index holds it, its UTF-8 text; ValueError naming it and ``path`` if
+    it is not UTF-8 (where a bare UnicodeDecodeError would name neither)."""
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            "the key %r in %s is not UTF-8 text, which read_dataframe indexes rows by: "
+            "read_bag gives keys as bytes" % (key, path)
+        ) from exc
 
-    ``kept`` is the list of columns to keep, or None for all (not named
-    ``columns``: ``from_map`` takes a function with that parameter for one
-    that selects columns itself, which it then asks to).
+
+def frame_of(pairs: List[Tuple[bytes, Any]], path: str, kept) -> Any:
+    """A pandas DataFrame of decoded ``(key, value)`` pairs of the database at ``path``.
+
+    Indexed by the keys as text (``key``); a dict value is a row of its
+    columns, any other the column ``value``. ``kept`` is the list of
+    columns to keep, or None for all.
     """
     import pandas  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-    keys, rows = [], []
-    for key, row in read_part(plan, part, "items", decode):
-        keys.append(key.decode("utf-8"))
-        rows.append(row if isinstance(row, dict) else {"value": row})
+    keys = [text_key(key, path) for key, _ in pairs]
+    rows = [row if isinstance(row, dict) else {"value": row} for _, row in pairs]
     frame = pandas.DataFrame.from_records(rows, index=pandas.Index(keys, name="key"))
     return frame if kept is None else frame.reindex(columns=kept)
+
+
+def frame_part(plan: Plan, part: int, decode, kept, meta) -> Any:
+    """Partition ``part`` of ``plan`` in ``read_dataframe``: a pandas DataFrame indexed by key.
+
+    ``kept`` as for :func:`frame_of` (not named ``columns``: ``from_map``
+    takes a function with that parameter for one that selects columns
+    itself, which it then asks to). An empty partition is a copy of
+    ``meta``, so that it has the collection's columns and dtypes: from no
+    rows, pandas would make a frame of no columns.
+    """
+    pairs = read_part(plan, part, "items", decode)
+    return frame_of(pairs, plan.source.path, kept) if pairs else meta.copy()
+
+
+#: About how many keys a part of the keys holds when ``some_key`` looks for one.
+KEYS_PER_PROBE = 64
+
+
+def some_key(database: Database, seed: int) -> Optional[bytes]:
+    """A key of ``database``, or None if it has none, listing as few as can be.
+
+    The first key of the first nonempty part of about :data:`KEYS_PER_PROBE`
+    keys: a range of the compiled kernel's slots, rather than a pass over
+    every key (the first part is empty about once in e**64 tries).
+    """
+    parts = max(1, len(database) // KEYS_PER_PROBE)
+    for part in range(parts):
+        keys = database._part_keys(part, parts, seed)
+        if keys:
+            return keys[0]
+    return None
+
+
+def inferred_meta(planned: Union[Plan, ShardedPlan], decode, kept) -> Any:
+    """The empty pandas DataFrame of the columns and dtypes of one decoded value of ``planned``.
+
+    What ``read_dataframe`` without ``meta`` says its collection holds:
+    one value read here, in the planned state (Dask would read a whole
+    first partition instead, and learn no columns from an empty one).
+    ValueError if the database has no key.
+    """
+    for each in plans_of(planned):
+        with opened(each) as database:
+            key = some_key(database, each.seed)
+            if key is not None:
+                pairs = list(zip([key], values_of(database, [key], decode)))
+                return frame_of(pairs, database.path, kept).iloc[:0]
+    raise ValueError(
+        "%s has no key, no value to learn the DataFrame's columns from: pass meta"
+        % (planned.path if isinstance(planned, ShardedPlan) else planned.source.path)
+    )
 
 
 def read_dataframe(
@@ -365,20 +449,25 @@ def read_dataframe(
     ``semidbm.open_shelf``) or by ``decode(view)`` (as for
     :func:`read_bag`). A decoded dict is a row, its keys the columns;
     any other value is the column ``value``. Keys are UTF-8 text, as a
-    shelf's. ``columns`` keeps those columns, in that order (a missing
-    one is NaN), as ``dask.dataframe.read_parquet``'s; ``meta``, as for
-    ``dask.dataframe.from_map``, spares Dask reading the first partition
-    to learn the columns. Sources and partitions as for :func:`read_bag`.
+    shelf's (ValueError naming a key that is not). ``columns`` keeps those
+    columns, in that order (a missing one is NaN), as
+    ``dask.dataframe.read_parquet``'s. ``meta`` (as for
+    ``dask.dataframe.from_map``) gives the columns and dtypes; without it,
+    they are those of one value, read by this call (ValueError if the
+    database is empty: pass ``meta``). An empty partition has the columns
+    and dtypes of ``meta``. Sources and partitions as for :func:`read_bag`.
     """
     import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
+    from dask.dataframe.utils import make_meta  # type: ignore[import-not-found,unused-ignore]
 
-    plans, parts = zip(*partitions_of(plan_any(path, npartitions)))
-    given = {} if meta is None else {"meta": meta}  # from_map infers it when left out
+    planned = plan_any(path, npartitions)
+    decode = value_decoder(serializer or (None if decode else "pickle"), decode)
+    kept = None if columns is None else list(columns)
+    meta = inferred_meta(planned, decode, kept) if meta is None else make_meta(meta)
+    plans, parts = zip(*partitions_of(planned))
     return dask.dataframe.from_map(
-        frame_part, list(plans), list(parts),
-        args=(value_decoder(serializer or (None if decode else "pickle"), decode),
-              None if columns is None else list(columns)),
-        enforce_metadata=False, **given,
+        frame_part, list(plans), list(parts), args=(decode, kept, meta),
+        meta=meta, enforce_metadata=False,
     )
 
 
@@ -417,7 +506,9 @@ def read_keys(
         bag = keys
     else:
         listed = list(keys)
-        count = npartitions or max(1, math.ceil(len(listed) / KEYS_PER_PARTITION))
+        count = checked_npartitions(npartitions) or max(
+            1, math.ceil(len(listed) / KEYS_PER_PARTITION)
+        )
         bag = dask.bag.from_sequence(listed, npartitions=count)
     return bag.map_partitions(lookup, planned, default, decode)
 
@@ -599,9 +690,12 @@ def to_semidbm(
 
     Returns the number of pairs written, once computed
     (``compute_kwargs`` go to ``dask.compute``), or with
-    ``compute=False`` a ``dask.delayed`` object that computes it.
+    ``compute=False`` a ``dask.delayed`` object that computes it. Any
+    other collection, a Dask Series too, is a TypeError naming its type,
+    before anything is written: ``series.to_bag(index=True)`` is a bag
+    of a Series' ``(index, value)`` pairs.
     """
-    is_frame = hasattr(collection, "columns")
+    is_frame = is_dataframe(collection)
     if is_frame:
         serializer = serializer or ("pickle" if encode is None else None)
     encoder = pair_encoder(serializer, encode)
@@ -610,6 +704,25 @@ def to_semidbm(
     else:
         written = single_writes(collection, path, encoder)
     return written.compute(**compute_kwargs) if compute else written
+
+
+def is_dataframe(collection: Any) -> bool:
+    """Whether ``collection`` is a Dask DataFrame (True) or a Dask bag (False).
+
+    TypeError naming the type of anything else: a Series would be
+    written as a DataFrame's rows or a bag's pairs are, as garbage.
+    """
+    import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
+
+    if isinstance(collection, dask.dataframe.DataFrame):
+        return True
+    if isinstance(collection, dask.bag.Bag):
+        return False
+    raise TypeError(
+        "to_semidbm writes a dask.bag.Bag of (key, value) pairs or a dask.dataframe.DataFrame, "
+        "not %s (a Series' (index, value) pairs are series.to_bag(index=True))"
+        % type(collection).__name__
+    )
 
 
 def single_writes(collection: Any, path: Source, encode) -> Any:
