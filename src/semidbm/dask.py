@@ -31,7 +31,19 @@ import operator
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Final, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Final,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    cast,
+)
 
 try:
     # Dask's types where it is installed; where it is not (the type checks of
@@ -77,6 +89,10 @@ SHARED_WRITE_FLAGS: Final = ("wm", WRITE_FLAG)
 
 #: A database to read or write: its directory, or an open handle (of one database or sharded).
 Source = Union[str, "os.PathLike[str]", Database, ShardedDatabase]
+#: A database's directory (a Source that is no open database).
+Path = Union[str, "os.PathLike[str]"]
+#: An open database, single or sharded.
+Opened = TypeVar("Opened", Database, ShardedDatabase)
 
 
 class DatabaseChanged(DBMError):
@@ -208,7 +224,7 @@ def partitions_of(planned: Union[Plan, ShardedPlan]) -> List[Tuple[Plan, int]]:
     return [(each, part) for each in plans_of(planned) for part in range(each.parts)]
 
 
-def handle(database: Database) -> Database:
+def handle(database: Opened) -> Opened:
     """A new handle of ``database``, opened at its first use: what unpickling it makes.
 
     A semidbm database refuses ``copy.copy`` (it is an open file), but a
@@ -216,14 +232,14 @@ def handle(database: Database) -> Database:
     (``SemiDBM.__reduce__``): each task opens its own this way, in a
     worker process or in this one.
     """
-    reopened: Database = pickle.loads(pickle.dumps(database))
+    reopened: Opened = pickle.loads(pickle.dumps(database))
     return reopened
 
 
 def reader(source: Source) -> Database:
     """A new read-only handle of ``source`` (a path, or an open reader)."""
     if not isinstance(source, Database):
-        return _open(source, "r")
+        return _open(cast(Path, source), "r")
     refuse_unless(source, source._arguments[1] == "r", "reads through a reader", "'r'")
     return handle(source)
 
@@ -231,7 +247,7 @@ def reader(source: Source) -> Database:
 def sharded_reader(source: Source) -> ShardedDatabase:
     """A new read-only handle of the sharded database ``source`` (a path, or an open reader)."""
     if not isinstance(source, ShardedDatabase):
-        return open_sharded(source, "r")
+        return open_sharded(cast(Path, source), "r")
     refuse_unless(source, source._flag == "r", "reads through a reader", "'r'")
     return handle(source)
 
@@ -278,7 +294,9 @@ def opened(plan: Plan) -> Database:
     return database
 
 
-def decoded(decode: Callable[[memoryview], Any], database: Database, key: bytes) -> Any:
+def decoded(
+    decode: Callable[[memoryview], Any], database: Union[Database, ShardedDatabase], key: bytes
+) -> Any:
     """``decode`` of a zero-copy view of the value of ``key``; ValueError naming the key if not."""
     view = database.view(key)  # its own errors (a checksum) are not the decoder's
     try:
@@ -290,7 +308,9 @@ def decoded(decode: Callable[[memoryview], Any], database: Database, key: bytes)
         ) from exc
 
 
-def values_of(database: Database, keys: List[bytes], decode, default=None) -> List[Any]:
+def values_of(
+    database: Union[Database, ShardedDatabase], keys: List[bytes], decode, default=None
+) -> List[Any]:
     """The values of ``keys`` (``default`` for a missing one), each through ``decode`` if given."""
     if decode is None:
         return database.get_many(keys, default)
@@ -604,7 +624,7 @@ def checked_for_batches(database: Database) -> Database:
 def writer(path: Source) -> Database:
     """A shared writer of ``path`` (created, of format 2, if missing) that can write batches."""
     if not isinstance(path, Database):
-        return checked_for_batches(_open(path, WRITE_FLAG, format=2))
+        return checked_for_batches(_open(cast(Path, path), WRITE_FLAG, format=2))
     refuse_unless(path, path._arguments[1] in SHARED_WRITE_FLAGS, "writes through shared writers",
                   "'cm' or 'wm'")
     return checked_for_batches(handle(path))
@@ -627,7 +647,7 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
             "opened with semidbm.open_sharded (not %r)" % path
         )
     if not isinstance(path, ShardedDatabase):
-        database = open_sharded(path, WRITE_FLAG, shards=shards, format=2)
+        database = open_sharded(cast(Path, path), WRITE_FLAG, shards=shards, format=2)
     else:
         refuse_unless(path, path._flag in SHARED_WRITE_FLAGS, "writes through shared writers",
                       "'cm' or 'wm'")

@@ -708,8 +708,14 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
     nextkey = Database.nextkey
     _cursor_from = Database._cursor_from
     reorganize = Database.reorganize
-    __enter__ = Database.__enter__
-    __exit__ = Database.__exit__
+    def __enter__(self) -> ShardedDatabase:
+        """The database itself: ``with semidbm.open_sharded(...) as db:`` closes it at the end."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the database (:meth:`close`)."""
+        self.close()
+
     __copy__ = __deepcopy__ = Database._refuse_copy
 
     def __reduce__(self):
