@@ -687,7 +687,8 @@ def to_semidbm(
 ) -> Any:
     """Write a Dask bag of ``(key, value)`` pairs, or a Dask DataFrame, into one database or shards.
 
-    ``path`` is created (format 2) if missing, or must be of format 2
+    ``path`` is created (format 2) if missing, by this call, before any
+    task runs (with ``compute=False`` too), or must be of format 2
     (DBMError otherwise: batches need it; it says how to upgrade). Each
     partition is written by its task's own shared writer as one batch
     (docs/dask.md): whole or not at all, so a task killed and retried
