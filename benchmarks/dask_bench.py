@@ -21,8 +21,7 @@ is the median of the per-repetition ratios. The measurements:
   pyarrow) read with ``dask.dataframe.read_parquet`` on the cluster;
 - write: the N records as a bag of P partitions made on the workers,
   written by ``semidbm.dask.to_semidbm(bag, path, shards=8)``, against one
-  process writing them into one database with ``update`` (not measured
-  while ``to_semidbm`` takes no ``shards``: the report says so);
+  process writing them into one database with ``update``;
 - lookups: K random keys (1,000,000 by default), each ``db[key]`` in a
   loop, and all of them with one ``get_many``, through an 8-shard
   database (``semidbm.open_sharded``) against one database, in this
@@ -47,7 +46,6 @@ report is printed too.
 
 import argparse
 import importlib.util
-import inspect
 import os
 import platform
 import random
@@ -87,9 +85,6 @@ WRITE_VS_ONE = 1.5
 LOOKUP_SLOWDOWN = 1.2
 #: The memory target: what a worker may add over its partition's results.
 MEMORY_OVER_RESULTS = 4 * 2**20
-
-#: What the write row says while ``to_semidbm`` cannot write shards.
-NO_SHARDS = "not measured: to_semidbm has no shards= yet"
 
 #: What the report says where matplotlib (the ``bench`` extra) is missing.
 NO_CHART = "No chart: matplotlib is not installed (the bench extra has it)."
@@ -180,13 +175,6 @@ def read_parquet_job(directory):
     values = dask.dataframe.read_parquet(directory, columns=["value"])["value"]
     lengths = values.map(len, meta=("value", "int64"))
     return dask.compute(lengths.count(), lengths.sum())
-
-
-def shards_written():
-    """Whether ``semidbm.dask.to_semidbm`` takes ``shards=`` (the sharded write has landed)."""
-    import semidbm.dask
-
-    return "shards" in inspect.signature(semidbm.dask.to_semidbm).parameters
 
 
 def write_one(path, count):
@@ -374,8 +362,7 @@ def run(places, settings, client):
     for repetition in range(settings.repeat):
         first = repetition % 2 == 0
         found = read_pairs(places, settings.records, settings.partitions, first)
-        if shards_written():
-            found.update(write_pair(places, settings.records, settings.partitions, first))
+        found.update(write_pair(places, settings.records, settings.partitions, first))
         found.update(lookup_pairs(places, keys, first))
         for name, pair in found.items():
             times.setdefault(name, []).append(pair)
@@ -417,9 +404,6 @@ def target_rows(times, lookups):
     found = ratios(times)
     rows = []
     for name, compared, target, met in ROWS:
-        if name not in times:
-            rows.append([name, compared, NO_SHARDS, "", "", target, "not measured"])
-            continue
         pairs = times[name]
         per_key = lookups if name in SLOWDOWNS else 1
         unit = 1e9 / per_key if name in SLOWDOWNS else 1

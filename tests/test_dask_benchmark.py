@@ -38,17 +38,18 @@ def test_a_ratio_is_the_median_of_per_repetition_ratios_each_way(bench):
     assert got["lookups"] == pytest.approx(1.1)  # a slowdown: semidbm's time over the baseline's
 
 
-def test_the_rows_say_met_not_met_and_not_measured(bench):
+def test_the_rows_say_met_or_not(bench):
     times = {
         "read vs loop": [(2.0, 1.0)],
         "read vs Parquet": [(1.0, 2.0)],
+        "write": [(3.0, 1.0)],
         "lookups": [(0.0005, 0.0006)],
         "get_many": [(0.0002, 0.0004)],
     }
     rows = {row[0]: row for row in bench.target_rows(times, 1000)}
     assert rows["read vs loop"][4:] == ["2.00x", "at least 1.7x", "yes"]
     assert rows["read vs Parquet"][4:] == ["0.500x", "at least 1x", "**no**"]
-    assert rows["write"][2] == bench.NO_SHARDS and rows["write"][-1] == "not measured"
+    assert rows["write"][4:] == ["3.00x", "at least 1.5x", "yes"]
     # Nanoseconds a key: 0.5 ms for 1,000 keys is 500 ns.
     assert rows["lookups"][2:] == ["500", "600", "1.20x", "at most 1.2x", "yes"]
     assert rows["get_many"][4:] == ["2.00x", "none", ""]
@@ -77,17 +78,12 @@ def test_a_small_run_reports_every_measurement(bench, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     text = (out / "dask.md").read_text()
-    for name in ("read vs loop", "read vs Parquet", "lookups"):
+    for name in ("read vs loop", "read vs Parquet", "write", "lookups"):
         row = r"^\| %s \| .* \| [\d.]+x \| at (least|most) [\d.]+x \| (yes|\*\*no\*\*) \|$"
         assert re.search(row % name, text, re.M), name
-    assert (NO_SHARDS_LINE in text) is not bench.shards_written()
     assert re.search(r"Its peak rose by [\d.]+ MiB, for results of [\d.]+ MiB", text)
     assert "200,000 records, keys of 16 bytes, values of 100 bytes" in text
     charted = importlib.util.find_spec("matplotlib") is not None
     assert sorted(os.listdir(out)) == (["dask.md", "dask.png"] if charted else ["dask.md"])
     assert os.listdir(tmp_path) == ["out"]  # nothing else written where it ran
     assert result.stdout.strip() == text.strip()
-
-
-#: The write row's text while ``to_semidbm`` takes no ``shards``.
-NO_SHARDS_LINE = "| write | 2 workers into 8 shards / one process into one database | not measured"
