@@ -190,7 +190,7 @@ def test_random_operations_match_a_dict(kernel, steps):
 
 
 @pytest.mark.slow
-@settings(max_examples=1500, deadline=None, suppress_health_check=FIXTURE_CHECK)
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE_CHECK)
 @given(steps=operations)
 def test_random_operations_match_a_dict_long(kernel, steps):
     run_model(kernel, steps)
