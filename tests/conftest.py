@@ -147,21 +147,8 @@ def kernel_of(item):
     return None
 
 
-#: Test modules whose imports leave threads running in the process (Dask's offload and
-#: scheduler pools, the BLAS threads numpy starts): they run after every other test, so
-#: that no test that forks runs after them in the same process, where fork() with threads
-#: is a DeprecationWarning from Python 3.12 on, an error here.
-THREADS_LEFT_BEHIND = ("test_dask.py",)
-
-
 def pytest_collection_modifyitems(config, items):
-    """Run ``THREADS_LEFT_BEHIND`` last; with ``--kernel``, deselect the per-kernel runs of the
-    other kernel.
-
-    pytest-xdist hands each worker its tests in this order, so on each
-    worker those modules' tests come after all the others it runs.
-    """
-    items.sort(key=lambda item: item.path.name in THREADS_LEFT_BEHIND)  # stable: order kept
+    """With ``--kernel``, deselect the per-kernel runs of the other kernel."""
     wanted = config.getoption("kernel")
     if wanted is None:
         return
