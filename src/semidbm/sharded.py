@@ -73,8 +73,7 @@ def shard_of(key: Data, count: int) -> int:
         raise TypeError("count must be an int, not %s" % type(count).__name__)
     if count < 1:
         raise ValueError("count must be 1 or more, not %d" % count)
-    routed = key if type(key) is bytes else as_bytes(key, "keys")
-    return HASH_RULES[DEFAULT_HASH_RULE](routed) % count
+    return HASH_RULES[DEFAULT_HASH_RULE](as_bytes(key, "keys")) % count
 
 
 def open_sharded(
@@ -534,7 +533,7 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
 
     def shard_of(self, key: Data) -> int:
         """Return the number of the shard that holds ``key`` (its place in :attr:`shards`)."""
-        return self._hash(key if type(key) is bytes else as_bytes(key, "keys")) % self._count
+        return self._hash(as_bytes(key, "keys")) % self._count
 
     def _shard(self, key):
         """The shard that holds ``key``."""
@@ -603,10 +602,7 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         """
         if self._routed_get_many is not None:
             return self._routed_get_many(self._shards, keys, default)
-        encoded = [
-            key if type(key) is bytes else as_bytes(key, "keys")
-            for key in key_list(keys, "get_many")
-        ]
+        encoded = [as_bytes(key, "keys") for key in key_list(keys, "get_many")]
         answers: list[Any] = [default] * len(encoded)
         for shard, places in zip(self._shards, self._group(encoded)):
             if places:
