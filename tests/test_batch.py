@@ -157,7 +157,7 @@ def test_a_batch_needs_an_open_writable_database_of_format_2(dbopen, dbpath, tmp
         assert "compact(format=2)" in str(info.value)
         assert "semidbm upgrade" in str(info.value)
         with pytest.raises(semidbm.error, match="format 1.1"):
-            database._commit_batch([(b"a", b"1")])  # the kernel refuses it too
+            database._commit_batch({b"a": b"1"})  # the kernel refuses it too
     other = tmp_path / "v2.db"
     dbopen(other, "c", format=2).close()
     with dbopen(other, "r") as database, pytest.raises(semidbm.error, match="read-only"):
@@ -206,6 +206,77 @@ def test_a_batch_independently_built_is_read(dbopen, dbpath):
         put_record(b"b", b"3")), put_record(b"c", b"4"))
     with dbopen(dbpath) as database:
         assert dict(database.items()) == {b"b": b"3", b"c": b"4"}
+
+
+# --- batch records encoded beforehand (``Store._commit_encoded``, for semidbm.dask) ---
+
+
+def test_an_encoded_batch_is_appended_whole_and_read_by_both_kernels(dbopen, dbpath):
+    record = batch_record(put_record(b"a", b"1"), put_record(b"b", b"2"), put_record(b"a", b"3"))
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"c"] = b"0"
+        database._commit_encoded(record)
+        assert dict(database.items()) == {b"a": b"3", b"b": b"2", b"c": b"0"}  # in order
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0) == (
+        put_record(b"c", b"0") + record)
+    for name in IMPLEMENTATIONS:
+        with db.open_with(_kernel.load(name), dbpath) as reader:
+            assert dict(reader.items()) == {b"a": b"3", b"b": b"2", b"c": b"0"}
+
+
+def spoiled(record, at, byte):
+    """``record`` with the byte at ``at`` replaced by ``byte``."""
+    return record[:at] + bytes([byte]) + record[at + 1:]
+
+
+def with_body_crc(record):
+    """``record`` with its head's body checksum made to match its body again."""
+    return record[:8] + struct.pack("!I", zlib.crc32(record[12:])) + record[12:]
+
+
+GOOD = batch_record(put_record(b"key", b"value"), put_record(b"k2", b"v2"))
+
+
+@pytest.mark.parametrize("record", [
+    b"",
+    GOOD[:11],  # shorter than a head
+    GOOD[:-1],  # the body shorter than the head says
+    GOOD + b"\0",  # longer
+    spoiled(GOOD, 7, 0xFD),  # not a batch's value length (-3)
+    spoiled(GOOD, 20, ord("K")),  # the body's checksum fails
+    with_body_crc(spoiled(GOOD, 20, ord("K"))),  # a record's checksum fails
+    with_body_crc(spoiled(GOOD, 15, 50)),  # a record's length runs past the body
+    batch_record(put_record(b"a", b"1"), delete_record(b"a")),  # a delete
+    batch_record(batch_record(put_record(b"a", b"1"))),  # a batch in a batch
+    struct.pack("!iiI", 0, -2, 0),  # an empty body
+], ids=["empty", "short head", "short body", "long", "kind", "body crc", "record crc",
+        "record length", "delete", "nested", "empty body"])
+def test_an_encoded_batch_that_is_not_sound_puts_is_refused(dbopen, dbpath, record):
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        with pytest.raises(ValueError, match="not a semidbm batch record of puts"):
+            database._commit_encoded(record)
+        database._commit_encoded(GOOD)  # and the database goes on
+        assert dict(database.items()) == {b"a": b"1", b"key": b"value", b"k2": b"v2"}
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0).startswith(
+        put_record(b"a", b"1") + GOOD)  # nothing of the refused one in between
+
+
+def test_an_encoded_batch_needs_a_writable_database_of_format_2(dbopen, dbpath, tmp_path):
+    with dbopen(dbpath, "c") as database:
+        with pytest.raises(semidbm.error, match="format 1.1"):
+            database._commit_encoded(GOOD)
+    dbopen(tmp_path / "v2", "c", format=2).close()
+    with dbopen(tmp_path / "v2", "r") as reader, pytest.raises(semidbm.error, match="read-only"):
+        reader._commit_encoded(GOOD)
+    with dbopen(tmp_path / "v2", "c") as database:
+        for wrong in (bytearray(GOOD), None, GOOD.decode("latin-1")):
+            with pytest.raises(TypeError):
+                database._commit_encoded(wrong)
+        for wrong in (None, [(b"a", b"1")]):
+            with pytest.raises(TypeError):
+                database._commit_batch(wrong)
+        assert len(database) == 0
 
 
 def apply(target, changes, model):

@@ -5,6 +5,7 @@ under test). The dbm contract's checks run on a sharded database too,
 in test_dbm_contract.
 """
 
+import collections
 import concurrent.futures
 import copy
 import errno
@@ -24,7 +25,7 @@ from hypothesis import strategies as st
 import semidbm
 from semidbm import _kernel, db, sharded
 
-from .conftest import kernel_name
+from .conftest import IMPLEMENTATIONS, kernel_name
 
 MANIFEST = "shards.json"
 
@@ -216,7 +217,9 @@ def test_update_and_delete_many_span_every_shard(kernel, sharded_open, spath):
     with sharded_open(spath, "c", shards=4) as database:
         database.update(numbered(40), extra="x")
         database.update([(b"k1", b"new")])
-        assert len(database) == 41 and database[b"k1"] == b"new" and database[b"extra"] == b"x"
+        database.update(collections.UserDict({b"k2": b"mapped", "extra": "y"}))
+        assert len(database) == 41 and database[b"k1"] == b"new" and database[b"extra"] == b"y"
+        assert database[b"k2"] == b"mapped"
         database.delete_many([b"k%d" % number for number in range(0, 40, 2)])
         assert sorted(database) == sorted([b"k%d" % n for n in range(1, 40, 2)] + [b"extra"])
     assert all(len(keys) > 2 for keys in shard_contents(kernel, spath, 4))
@@ -291,6 +294,61 @@ def test_reads_route_each_kind_of_key_and_raise_as_one_database(kernel, sharded_
     for read in (lambda: database[b"k1"], lambda: database.get_many([b"k1", b"k2"])):
         with pytest.raises(semidbm.error, match="closed"):
             read()
+
+
+# --- writes split by shard: in C on the compiled kernel, in Python otherwise ---
+
+
+def compiled_store():
+    """The compiled kernel's Store class (its routing), or a skip where it was not built."""
+    if "cython" not in IMPLEMENTATIONS:
+        pytest.skip("needs the compiled kernel; SEMIDBM_NO_EXTENSIONS says it was not built")
+    return _kernel.load("cython").Store
+
+
+KEYS = st.one_of(st.binary(max_size=12), st.text(max_size=6),
+                 st.binary(max_size=12).map(bytearray))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs=st.lists(st.tuples(KEYS, KEYS), max_size=30), count=st.integers(1, 5))
+def test_pairs_are_split_and_encoded_alike_in_c_and_in_python(pairs, count):
+    store = compiled_store()
+    assert store._routed_split(pairs, count) == sharded._split(pairs, count, "crc32")
+    assert store._routed_batches(iter(pairs), count) == sharded._batches(pairs, count, "crc32")
+
+
+@pytest.mark.parametrize("pairs, error, message", [
+    ([(b"a", b"1"), (b"b", 2)], TypeError, "values must be str or bytes-like, not int"),
+    ([(1, b"1")], TypeError, "keys must be str or bytes-like, not int"),
+    ([(b"a", b"1"), 5], TypeError, "element #1 \\(int\\) to a sequence"),
+    ([(b"a", b"1", b"2")], ValueError, "element #0 has length 3"),
+    ([("\udc80", b"1")], UnicodeEncodeError, "surrogates not allowed"),
+])
+def test_a_bad_pair_is_refused_alike_in_c_and_in_python(pairs, error, message):
+    store = compiled_store()
+    for split in (functools.partial(store._routed_split, pairs, 3),
+                  functools.partial(store._routed_batches, pairs, 3),
+                  functools.partial(sharded._split, pairs, 3, "crc32"),
+                  functools.partial(sharded._batches, pairs, 3, "crc32")):
+        with pytest.raises(error, match=message):
+            split()
+
+
+def test_encoded_batches_are_what_each_shard_commits(kernel, sharded_open, spath):
+    pairs = [("k%d" % number, b"v%d" % number) for number in range(200)] + [("k3", "again")]
+    with sharded_open(spath, "c", shards=4, format=2) as database:
+        records = sharded._batches_by_shard(pairs, database.shards)
+        assert records[0] is not None and len(records) == 4
+        for shard, record in zip(database.shards, records):
+            shard._commit_encoded(record)
+        assert sharded._batches_by_shard([], database.shards) == [None] * 4
+        model = dict(pairs[:-1], **{"k3": b"again"})
+        assert dict(database.items()) == {key.encode(): value for key, value in model.items()}
+    assert shard_contents(kernel, spath, 4) == [
+        {key.encode() for key, _ in pairs[:-1] if semidbm.shard_of(key, 4) == shard}
+        for shard in range(4)
+    ]
 
 
 # --- the manifest and its checks ---

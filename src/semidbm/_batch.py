@@ -124,7 +124,7 @@ class Batch:
         """Commit the changes, unless the block raised: then they are discarded."""
         changes, self._changes, self._open = self._changes, {}, False
         if exc_type is None and changes:
-            self._database._commit_batch(list(changes.items()))
+            self._database._commit_batch(changes)
 
 
 def _record_size(key: bytes, value: bytes | None) -> int:

@@ -48,7 +48,7 @@ from ._settings import (
     PROGRESS_STEP as _PROGRESS_STEP,
     index_due,
 )
-from ._records import LogSummary
+from ._records import LogSummary, as_bytes
 from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     BATCH_FORMAT as _BATCH_FORMAT,
@@ -817,6 +817,17 @@ cdef class Store:
         """``get_many`` of ``keys`` across ``shards`` (Stores), each routed as ``_routed_get``."""
         return shards_get_many(shards, keys, default)
 
+    @staticmethod
+    def _routed_split(pairs, Py_ssize_t count):
+        """``pairs`` split among ``count`` shards, routed as ``_routed_get``: a dict per shard."""
+        return shards_split(pairs, count)
+
+    @staticmethod
+    def _routed_batches(pairs, Py_ssize_t count):
+        """``pairs`` encoded as a batch record per shard of ``count`` (routed as ``_routed_get``),
+        for ``_commit_encoded``; None for a shard without any."""
+        return shards_batches(pairs, count)
+
     @property
     def closed(self):
         """``_interface.Store.closed``: the data file is no longer open here (nor pending)."""
@@ -1204,11 +1215,17 @@ cdef class Store:
         self.reload(False)  # which forgets the pending updates with every key
         return 0
 
-    def _commit_batch(self, changes):
+    def _commit_batch(self, dict changes not None):
         """``_interface.Store._commit_batch``, in C (``batch_commit.pxi``)."""
         with self.guard:
             self.check_writable("write")
             return batch_commit(self, changes)
+
+    def _commit_encoded(self, bytes record not None):
+        """``_interface.Store._commit_encoded``, in C (``batch_commit.pxi``)."""
+        with self.guard:
+            self.check_writable("write")
+            return batch_append(self, record)
 
     def _sorted_lines(self, form, progress=None):
         """``_interface.Store._sorted_lines``, in C (``sorted.pxi``)."""

@@ -591,7 +591,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         _cursor: tuple[list[bytes], int] | None
 
         # A batch's changes as one batch record (private: Batch commits through it).
-        def _commit_batch(self, changes: list[tuple[bytes, bytes | None]]) -> None: ...
+        def _commit_batch(self, changes: dict[bytes, bytes | None]) -> None: ...
+
+        def _commit_encoded(self, record: bytes) -> None: ...
 
         # The sorted keys as lines of text, for semidbm.migrate and the command (private).
         def _sorted_lines(

@@ -137,6 +137,11 @@ NO_BATCHES = (
 )
 #: A batch larger than a batch record holds (with the limit).
 BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
+#: A record given to ``Store._commit_encoded`` that is not a sound batch record of puts alone.
+NOT_A_BATCH = (
+    "not a semidbm batch record of puts: lengths, checksums and records must be those that "
+    "Store._routed_batches encodes"
+)
 #: A dump whose records do not fit in the batch it is imported into (their bytes, the room left).
 DUMP_OVER_BATCH = (
     "its records add up to %s, more than the batch can take (%s): import it without a batch "

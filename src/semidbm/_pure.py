@@ -26,6 +26,7 @@ from ._records import (
     CHECKSUM,
     as_bytes,
     as_pair,
+    batch_puts,
     checksum,
     encode_batch,
     encode_delete,
@@ -411,14 +412,26 @@ class Store:
 
     def _commit_batch(self, changes):
         """``_interface.Store._commit_batch``: one batch record, ``_records.encode_batch``'s."""
+        if not isinstance(changes, dict):
+            raise TypeError("a batch's changes are a dict, not %s" % type(changes).__name__)
         with self._guard:
             self._check_writable("write")
             if not self._batches:
                 raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
-            changes = [(key, value) for key, value in changes
-                       if value is not None or key in self._index]
-            if changes:
-                self._append(*encode_batch(changes))
+            kept = [(key, value) for key, value in changes.items()
+                    if value is not None or key in self._index]
+            if kept:
+                self._append(*encode_batch(kept))
+
+    def _commit_encoded(self, record):
+        """``_interface.Store._commit_encoded``: ``record`` checked by ``_records.batch_puts``."""
+        if not isinstance(record, bytes):
+            raise TypeError("a batch record is bytes, not %s" % type(record).__name__)
+        with self._guard:
+            self._check_writable("write")
+            if not self._batches:
+                raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
+            self._append(record, batch_puts(record))
 
     def update(self, other=(), /, **kwds):
         """``_interface.Store.update``: each item stored by ``__setitem__``, which locks for it."""

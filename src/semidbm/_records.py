@@ -132,6 +132,35 @@ def encode_batch(changes):
     return LENGTHS.pack(len(body), BATCH) + CHECKSUM.pack(crc32(body)) + body, placed
 
 
+def batch_puts(record):
+    """Where the puts of the batch record ``record`` (bytes) put values, as ``encode_batch`` says.
+
+    ``record`` may come from any code: ValueError (``_messages.NOT_A_BATCH``)
+    unless it is one whole batch record (``whole_batch``) whose body is
+    sound records back to back (``_batch_fits``), as a replay requires,
+    all of them puts.
+    """
+    size = len(record)
+    if size < BATCH_HEAD_SIZE:
+        raise ValueError(_messages.NOT_A_BATCH)
+    body_length, kind = LENGTHS.unpack_from(record)
+    if kind != BATCH or body_length <= 0 or BATCH_HEAD_SIZE + body_length != size or not (
+        whole_batch(record, 0, body_length, size) and _batch_fits(record, BATCH_HEAD_SIZE,
+                                                                  body_length)
+    ):
+        raise ValueError(_messages.NOT_A_BATCH)
+    placed = []
+    position = BATCH_HEAD_SIZE
+    while position < size:
+        key_length, value_length = LENGTHS.unpack_from(record, position)
+        if value_length == DELETED:
+            raise ValueError(_messages.NOT_A_BATCH)
+        start = position + LENGTHS_SIZE + key_length
+        placed.append((record[position + LENGTHS_SIZE:start], start, value_length))
+        position = start + value_length + CHECKSUM_SIZE
+    return placed
+
+
 def holds_batches(data, path):
     """Whether the data file whose first bytes are ``data`` is of a format with batch records."""
     major, _ = check_header(data[:HEADER_SIZE], path)

@@ -43,6 +43,7 @@ _IN_TURN = (
     "update",
     "delete_many",
     "_commit_batch",
+    "_commit_encoded",
     "sync",
     "compact",
     "refresh",

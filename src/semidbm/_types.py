@@ -32,6 +32,6 @@ class BatchTarget(Protocol):
         """Whether ``key`` is in the database."""
         ...
 
-    def _commit_batch(self, changes: list[tuple[bytes, bytes | None]]) -> None:
+    def _commit_batch(self, changes: dict[bytes, bytes | None]) -> None:
         """Write ``changes`` (a value of None: a delete) as one batch record."""
         ...

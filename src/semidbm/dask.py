@@ -19,8 +19,11 @@ opens that shard alone and checks that shard's state.
 Writing: :func:`to_semidbm` writes a bag of pairs or a DataFrame into
 one database through shared writers, each partition one batch: a task
 killed and retried leaves no part of its partition behind. Into a
-sharded database, each partition is split by shard, and one task per
-shard writes its pieces, each piece one batch of that shard.
+sharded database, each partition's task splits it by shard and writes
+each piece into its shard, one batch each: no pair travels between
+workers. A partition's batch records are encoded whole before any
+turn (``sharded._batches_by_shard``, in C on the compiled kernel), so
+that a turn is an append.
 
 This module imports Dask when it is imported: ``import semidbm`` never
 does. docs/dask.md is the guide.
@@ -38,7 +41,6 @@ from typing import (
     Iterable,
     List,
     Optional,
-    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -57,7 +59,6 @@ except ImportError as exc:  # pragma: no cover - where the extra is installed, i
 
 from . import _messages, _parts, sharded
 from ._database import Database
-from ._records import as_bytes
 from .db import open as _open
 from .errors import DBMError
 from .format import BATCH_FORMAT
@@ -533,15 +534,16 @@ def read_keys(
     return bag.map_partitions(lookup, planned, default, decode)
 
 
-def pair_encoder(serializer, encode) -> Callable[[Any], Any]:
-    """How ``to_semidbm`` turns a value into what it stores: ``encode``, serializer, or as is."""
+def pair_encoder(serializer, encode) -> Optional[Callable[[Any], Any]]:
+    """How ``to_semidbm`` turns a value into what it stores: ``encode``, the serializer's
+    ``dumps``, or None: stored as it is."""
     if encode is not None:
         if serializer is not None:
             raise ValueError("give serializer or encode, not both")
         return encode
     if serializer is not None:
         return make_serializer(serializer).dumps
-    return lambda value: value
+    return None
 
 
 def frame_pairs(frame) -> Iterable[Tuple[str, dict]]:
@@ -556,58 +558,56 @@ def pairs_of(partition: Any) -> Iterable[Tuple[Any, Any]]:
     return frame_pairs(partition) if hasattr(partition, "itertuples") else partition
 
 
-def write_batch(database: Database, pairs: Iterable[Tuple[Any, Any]], encode) -> int:
-    """Write ``pairs`` into ``database`` as one batch, each value through ``encode``; their number.
+def encoded_pairs(partition: Any, encode) -> List[Tuple[Any, Any]]:
+    """A partition's ``(key, value)`` pairs (``pairs_of``) as a list, each value through ``encode``
+    unless it is None."""
+    pairs = pairs_of(partition)
+    if encode is not None:
+        return [(key, encode(value)) for key, value in pairs]
+    return pairs if isinstance(pairs, list) else list(pairs)
 
-    The batch reaches the log as one record once every pair is in it; a
-    task killed before leaves nothing of it, and a record cut by the
-    kill is a torn tail the next writer's turn cuts off.
+
+def write_batch(database: Database, record: Optional[bytes]) -> None:
+    """Append ``record`` (a batch record of ``sharded._batches_by_shard``, or None: nothing) to
+    ``database``, in one turn of its shared writer.
+
+    The record reaches the log whole once every pair is in it; a task
+    killed before leaves nothing of it, and a record cut by the kill is
+    a torn tail the next writer's turn cuts off.
     """
-    count = 0
-    with database.batch() as batch:
-        for key, value in pairs:
-            batch[key] = encode(value)
-            count += 1
-    return count
+    if record is not None:
+        database._commit_encoded(record)
 
 
 def write_part(partition: Any, target: Database, encode) -> int:
     """Write one partition as one batch of a new shared writer of ``target``; its pairs' number."""
+    pairs = encoded_pairs(partition, encode)
+    (record,) = sharded._batches_by_shard(pairs, [target])
     with handle(target) as database:
-        return write_batch(database, pairs_of(partition), encode)
+        write_batch(database, record)
+    return len(pairs)
 
 
-def split_by_shard(partition: Any, rule: str, count: int) -> List[bytes]:
-    """One partition's pairs split by shard: each of ``count`` shards' list of pairs, pickled.
+def write_shards_part(partition: Any, number: int, targets: List[Database], rule: str,
+                      encode) -> int:
+    """Write partition ``number`` into the shards ``targets``; its pairs' number.
 
-    A key is routed by its bytes (a str key by its UTF-8) under the
-    manifest's hash ``rule``; values are left as they are, for the
-    shard's task to encode. Each piece goes to its shard's task as one
-    pickle: Dask sends a list of many small objects between workers
-    element by element, some hundred times slower (a write into 8 shards
-    of 200,000 pairs from 2 workers took 5.3 s, 8.8 s of it in
-    transfers, against 0.33 s into one database).
+    Its pairs are split by shard under the manifest's hash ``rule``, and
+    each shard's piece written as one batch of a new shared writer of
+    that shard: a task killed and retried leaves no half piece, and the
+    retry writes every piece again (the same pairs). The pieces are
+    written from shard ``number`` on, round the shards, so that the
+    partitions that workers write at once each start at another shard: a
+    shard takes one writer's turn at a time.
     """
-    route = sharded.HASH_RULES[rule]
-    pieces: List[List[Tuple[bytes, Any]]] = [[] for _ in range(count)]
-    for key, value in pairs_of(partition):
-        routed = as_bytes(key, "keys")
-        pieces[route(routed) % count].append((routed, value))
-    return [pickle.dumps(piece, pickle.HIGHEST_PROTOCOL) for piece in pieces]
-
-
-def write_shard(pieces: Sequence[bytes], target: Database, encode) -> int:
-    """Write one shard's pieces (``split_by_shard``'s), one from each partition, in the
-    partitions' order; their pairs.
-
-    One shared writer of the shard, and one batch per piece that has
-    pairs: a task killed and retried leaves no half piece, and the retry
-    writes every piece again (the same pairs: a key's last write, its
-    last partition's, wins).
-    """
-    with handle(target) as database:
-        return sum(write_batch(database, pairs, encode)
-                   for pairs in map(pickle.loads, pieces) if pairs)
+    pairs = encoded_pairs(partition, encode)
+    records = sharded._batches_by_shard(pairs, targets, rule)
+    for shift in range(len(targets)):
+        place = (number + shift) % len(targets)
+        if records[place] is not None:
+            with handle(targets[place]) as database:
+                write_batch(database, records[place])
+    return len(pairs)
 
 
 def checked_for_batches(database: Database) -> Database:
@@ -664,15 +664,12 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
 def sharded_writes(collection: Any, targets: List[Database], rule: str, encode) -> Any:
     """The tasks that write ``collection`` into the shards ``targets``: their count of pairs.
 
-    A shuffle: each partition is split by shard (one task each), then one
-    task per shard gathers its piece of every partition (a task taking
-    one piece, where the split is) and writes them with its own writer.
+    One task per partition, which writes its pieces into every shard
+    itself (``write_shards_part``): no pair travels between workers.
     """
-    splits = [dask.delayed(split_by_shard, pure=True)(partition, rule, len(targets))
-              for partition in collection.to_delayed()]
     return dask.delayed(sum)([
-        dask.delayed(write_shard, pure=False)([split[number] for split in splits], target, encode)
-        for number, target in enumerate(targets)
+        dask.delayed(write_shards_part, pure=False)(partition, number, targets, rule, encode)
+        for number, partition in enumerate(collection.to_delayed())
     ])
 
 
@@ -704,10 +701,12 @@ def to_semidbm(
     before any task runs, or must agree with the manifest already there
     (semidbm.error otherwise, before anything is written); a ``path``
     holding a manifest, or an open sharded shared writer, needs no
-    ``shards``. Each partition is split by the shard of its keys, and one
-    task per shard writes its piece of every partition, each piece as one
-    batch: a retried task leaves no half piece. A key written in two
-    partitions keeps its value from the later one.
+    ``shards``. Each partition's task splits it by the shard of its keys
+    and writes each piece into its shard as one batch: a retried task
+    leaves no half piece, and writes every piece again.
+
+    Partitions are written in no set order: a key in two partitions
+    ends with either value; in one partition, with its last.
 
     Returns the number of pairs written, once computed
     (``compute_kwargs`` go to ``dask.compute``), or with

@@ -19,6 +19,7 @@ spans two shards at once.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import stat
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import _files, _messages, db
 from ._database import Database
-from ._records import as_bytes, as_pair, key_list
+from ._records import as_bytes, as_pair, encode_batch, key_list
 from ._shared import SHARED_FLAGS
 from .errors import DBMError
 from .format import DATA_NAME
@@ -458,19 +459,92 @@ def _on_each(shards, operation):
         raise first
 
 
-def _kernel_routing(rule, shards):
-    """The compiled kernel's routed reads of ``shards``: ``(get, get_many)``, or ``(None, None)``.
+def _routing_store(rule, shards):
+    """The compiled kernel's Store class that routes ``shards`` in C, or None.
 
-    They route by CRC-32 in C (``Store._routed_get``, ``_routed_get_many``)
-    without a Python frame per key; they serve the ``"crc32"`` rule, over
-    shards that are all of that kernel (the pure kernel has none: its
-    shards are routed in Python).
+    It routes by CRC-32 (``Store._routed_get``, ``_routed_get_many``,
+    ``_routed_split``) without a Python frame per key; it serves the
+    ``"crc32"`` rule, over shards that are all of that kernel (the pure
+    kernel has none: its shards are routed in Python).
     """
     store = type(shards[0])
-    get = getattr(store, "_routed_get", None)
-    if rule != "crc32" or get is None or not all(type(shard) is store for shard in shards):
+    if rule != "crc32" or not hasattr(store, "_routed_get") or not all(
+        type(shard) is store for shard in shards
+    ):
+        return None
+    return store
+
+
+def _kernel_routing(rule, shards):
+    """The routed reads of ``shards`` in C (``_routing_store``): ``(get, get_many)``, or Nones."""
+    store = _routing_store(rule, shards)
+    if store is None:
         return None, None
-    return get, store._routed_get_many
+    return store._routed_get, store._routed_get_many
+
+
+def _split_by_shard(
+    pairs: Iterable[Any], shards: list[Database], rule: str = DEFAULT_HASH_RULE
+) -> list[dict[bytes, bytes]]:
+    """The ``(key, value)`` pairs of ``pairs`` split among ``shards`` under the hash ``rule``.
+
+    One dict per shard, of its keys and values as bytes (converted as
+    :meth:`semidbm.Database.update` takes them), each key with the last
+    value given for it. Every pair is read and checked before any dict
+    returns, so a bad item (TypeError or ValueError, as ``update``
+    raises) leaves nothing for a writer to store. Split in C where the
+    shards allow (``_routing_store``), else here.
+    """
+    store = _routing_store(rule, shards)
+    if store is not None:
+        return store._routed_split(pairs, len(shards))
+    return _split(pairs, len(shards), rule)
+
+
+def _split(pairs, count, rule):
+    """:func:`_split_by_shard` among ``count`` shards, in Python (``Store._routed_split``'s
+    twin)."""
+    pieces: list[dict[bytes, bytes]] = [{} for _ in range(count)]
+    for number, key, value in _routed_pairs(pairs, count, rule):
+        pieces[number][key] = value
+    return pieces
+
+
+def _batches_by_shard(
+    pairs: Iterable[Any], shards: list[Database], rule: str = DEFAULT_HASH_RULE
+) -> list[bytes | None]:
+    """The ``(key, value)`` pairs of ``pairs`` as one batch record of puts per shard, or None.
+
+    What :meth:`Store._commit_encoded` of each shard appends: its pairs'
+    records in the order given (a key given twice is put twice, the last
+    value winning), checked and routed as :func:`_split_by_shard` does,
+    every one before any record returns. ValueError if a shard's records
+    pass what a batch holds (2 GiB). Encoded in C, each pair once, where
+    the shards allow (``_routing_store``), else here.
+    """
+    store = _routing_store(rule, shards)
+    if store is not None:
+        return store._routed_batches(pairs, len(shards))
+    return _batches(pairs, len(shards), rule)
+
+
+def _batches(pairs, count, rule):
+    """:func:`_batches_by_shard` for ``count`` shards, in Python (``Store._routed_batches``'s
+    twin)."""
+    pieces: list[list[tuple[bytes, bytes]]] = [[] for _ in range(count)]
+    for number, key, value in _routed_pairs(pairs, count, rule):
+        pieces[number].append((key, value))
+    return [encode_batch(piece)[0] if piece else None for piece in pieces]
+
+
+def _routed_pairs(pairs, count, rule):
+    """Each pair of ``pairs`` as ``(shard, key, value)``: bytes, checked as ``update`` checks
+    them, and the shard of ``count`` the hash ``rule`` gives the key."""
+    route = HASH_RULES[rule]
+    for number, item in enumerate(pairs):
+        key, value = as_pair(item, number)
+        routed = as_bytes(key, "keys")
+        yield route(routed) % count, routed, as_bytes(value, "values")
 
 
 def _rebuild(path, flag, rule, shards):
@@ -626,15 +700,16 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
                 shard's write failed.
         """
         self._check_writable("write")
-        if hasattr(other, "keys"):
+        if type(other) is dict:
+            pairs: Iterable[Any] = other.items()
+        elif hasattr(other, "keys"):
             pairs = [(key, other[key]) for key in other.keys()]
         else:
-            pairs = [as_pair(item, number) for number, item in enumerate(other)]
-        pairs.extend(kwds.items())
-        items = [(as_bytes(key, "keys"), as_bytes(value, "values")) for key, value in pairs]
-        for shard, places in zip(self._shards, self._group([key for key, _ in items])):
-            if places:
-                shard.update([items[place] for place in places])
+            pairs = other
+        pieces = _split_by_shard(itertools.chain(pairs, kwds.items()), self._shards, self._rule)
+        for shard, piece in zip(self._shards, pieces):
+            if piece:
+                shard.update(piece)
 
     def delete_many(self, keys: Iterable[Data]) -> None:
         """Delete many keys: all of them, or, if one is missing or given twice, none.

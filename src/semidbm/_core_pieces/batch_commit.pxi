@@ -4,44 +4,51 @@
 # thread sees a part of it (docs/FORMAT.md, "Batches").
 
 
-cdef object batch_commit(Store store, list changes):
+cdef object batch_commit(Store store, dict changes):
     """``_interface.Store._commit_batch``: ``changes`` as one batch record.
 
-    ``changes`` holds ``(key, value)`` pairs of bytes, ``value`` None for
-    a delete, each key once. A delete of a key that is not live is left
-    out (this semidbm never writes one), and nothing is written if
-    nothing is left. Room in the table for every put is made before the
-    record is appended, so that nothing fails between the append and the
-    index's update.
+    ``changes`` maps each key (bytes) to its value (bytes), or to None
+    for a delete. A delete of a key that is not live is left out (this
+    semidbm never writes one), and nothing is written if nothing is
+    left. The dict is read in place, twice (sizes, then records): no
+    Python code runs in between that could change it. Room in the
+    table for every put is made before the record is appended, so that
+    nothing fails between the append and the index's update.
     """
-    cdef list kept = []
+    cdef Py_ssize_t position = 0
+    cdef PyObject* key
+    cdef PyObject* value
     cdef Py_ssize_t body_size = 0
     cdef Py_ssize_t puts = 0
     cdef uint64_t offset
     cdef bytes record
+    cdef set dead = set()  # the deletes left out
     if not store.log.batches:
         raise DBMError(_messages.NO_BATCHES % ((store.path,) + tuple(store.version)))
     if store.index.table.pending_count:
         keys_apply_pending(store)
-    for change in changes:
-        key, value = change
-        if not PyBytes_Check(key) or not (value is None or PyBytes_Check(value)):
-            raise TypeError("a batch's changes are pairs of bytes (the value None for a delete)")
-        if value is None:
-            if keys_find(store, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
-                         hash_key(store.index.seed, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)),
+    while PyDict_Next(changes, &position, &key, &value):
+        if not PyBytes_Check(<object>key) or not (
+            <object>value is None or PyBytes_Check(<object>value)
+        ):
+            raise TypeError("a batch's changes map bytes to bytes (to None for a delete)")
+        if <object>value is None:
+            if keys_find(store, PyBytes_AS_STRING(<object>key), PyBytes_GET_SIZE(<object>key),
+                         hash_key(store.index.seed, PyBytes_AS_STRING(<object>key),
+                                  PyBytes_GET_SIZE(<object>key)),
                          &offset) != 1:
-                continue  # not live: nothing to delete
-            body_size += RECORD_OVERHEAD + PyBytes_GET_SIZE(key)
+                dead.add(<object>key)  # not live: nothing to delete
+                continue
+            body_size += RECORD_OVERHEAD + PyBytes_GET_SIZE(<object>key)
         else:
-            body_size += RECORD_OVERHEAD + PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)
+            body_size += (RECORD_OVERHEAD + PyBytes_GET_SIZE(<object>key)
+                          + PyBytes_GET_SIZE(<object>value))
             puts += 1
         if body_size > MAX_LENGTH:
             raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
-        kept.append(change)
-    if not kept:
+    if not body_size:
         return None
-    record = batch_record(kept, body_size)
+    record = batch_record(changes, dead, body_size)
     if puts and not table_has_room(&store.index.table, puts - 1):
         table_grow(&store.index.table, store.index.table.count + puts)
     offset = store.append_encoded(record)
@@ -49,22 +56,77 @@ cdef object batch_commit(Store store, list changes):
     return None
 
 
-cdef bytes batch_record(list changes, Py_ssize_t body_size):
-    """The batch record of ``changes`` (checked by ``batch_commit``), its body ``body_size`` bytes.
+cdef bytes batch_record(dict changes, set dead, Py_ssize_t body_size):
+    """The batch record of ``changes`` but the keys in ``dead`` (as ``batch_commit`` checked
+    them), its body ``body_size`` bytes.
 
     Its lengths (the body's, ``BATCH``), the body's CRC-32, then the body:
     each change's put or delete record, as ``append`` encodes them.
     """
+    cdef Py_ssize_t position = 0
+    cdef PyObject* key
+    cdef PyObject* value
     cdef bytes record = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + body_size)
     cdef char* body = PyBytes_AS_STRING(record) + RECORD_OVERHEAD
     cdef char* out = body
-    for key, value in changes:
-        out += encode_record(out, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
-                             NULL if value is None else PyBytes_AS_STRING(value),
-                             0 if value is None else PyBytes_GET_SIZE(value))
+    while PyDict_Next(changes, &position, &key, &value):
+        if dead and <object>key in dead:
+            continue
+        out += encode_record(out, PyBytes_AS_STRING(<object>key), PyBytes_GET_SIZE(<object>key),
+                             NULL if <object>value is None else PyBytes_AS_STRING(<object>value),
+                             0 if <object>value is None else PyBytes_GET_SIZE(<object>value))
     encode_lengths(PyBytes_AS_STRING(record), body_size, BATCH)
     store_be32(PyBytes_AS_STRING(record) + LENGTHS_SIZE, crc32(0, body, body_size))
     return record
+
+
+cdef object batch_append(Store store, bytes record):
+    """``_interface.Store._commit_encoded``: the batch record ``record``, checked, appended.
+
+    Refused (ValueError, nothing written) unless it is one whole batch
+    record whose body is sound records back to back (``whole_batch``,
+    ``parser_batch_fits``: what a replay requires of a batch), all of
+    them puts: it may come from any code. Then appended and applied as
+    ``batch_commit`` appends and applies the record it encodes.
+    """
+    cdef const char* data = PyBytes_AS_STRING(record)
+    cdef uint64_t size = <uint64_t>PyBytes_GET_SIZE(record)
+    cdef int32_t body_size
+    cdef Py_ssize_t puts
+    cdef uint64_t offset
+    if not store.log.batches:
+        raise DBMError(_messages.NO_BATCHES % ((store.path,) + tuple(store.version)))
+    body_size = <int32_t>load_be32(data) if size >= LENGTHS_SIZE else 0
+    if size < RECORD_OVERHEAD or <int32_t>load_be32(data + 4) != BATCH or body_size <= 0 or (
+        <uint64_t>body_size + RECORD_OVERHEAD != size
+    ) or not whole_batch(data, 0, body_size, size) or not parser_batch_fits(
+        data, RECORD_OVERHEAD, size
+    ):
+        raise ValueError(_messages.NOT_A_BATCH)
+    puts = batch_puts(data + RECORD_OVERHEAD, body_size)
+    if puts < 0:
+        raise ValueError(_messages.NOT_A_BATCH)
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    if not table_has_room(&store.index.table, puts - 1):
+        table_grow(&store.index.table, store.index.table.count + puts)
+    offset = store.append_encoded(record)
+    batch_index(store, offset, data, body_size)
+    return None
+
+
+cdef Py_ssize_t batch_puts(const char* body, int32_t body_size) noexcept nogil:
+    """The number of records in the sound batch body ``body``, or -1 if one is a delete."""
+    cdef int32_t position = 0
+    cdef int32_t value_size
+    cdef Py_ssize_t puts = 0
+    while position < body_size:
+        value_size = <int32_t>load_be32(body + position + 4)
+        if value_size == DELETED:
+            return -1
+        position += <int32_t>(RECORD_OVERHEAD + load_be32(body + position) + value_size)
+        puts += 1
+    return puts
 
 
 cdef int batch_index(Store store, uint64_t offset, const char* record,

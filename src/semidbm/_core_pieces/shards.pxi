@@ -2,8 +2,12 @@
 # for semidbm.sharded): each key's shard is the CRC-32 of its bytes modulo the
 # number of shards (the manifest's rule "crc32", zlib.crc32's number, computed
 # by crc32.h), then the shard's own lookup, with no Python frame in between.
+# ``Store._routed_split`` splits ``update``'s pairs by shard the same way, for the
+# writes of a sharded database and of semidbm.dask into one.
 # The pure kernel has no twin: sharded.py routes its shards in Python.
 
+from cpython.bytes cimport PyBytes_CheckExact
+from cpython.dict cimport PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 
 
@@ -75,3 +79,135 @@ cdef list shards_get_many(list shards, object keys, object default):
         free(numbers)
         free(taken)
     return answers
+
+
+cdef tuple shards_pair(object item, Py_ssize_t number):
+    """Item ``number`` of ``update``'s pairs as a tuple of bytes: key and value.
+
+    Checked as ``update`` checks it (``_records.as_pair``), then its key
+    and value converted and checked by ``_records.as_bytes``, which is
+    called for anything but bytes.
+    """
+    if type(item) is not tuple:
+        try:
+            item = tuple(item)
+        except TypeError:
+            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
+    if len(<tuple>item) != 2:
+        raise ValueError(_messages.NOT_TWO % (number, len(<tuple>item)))
+    key = (<tuple>item)[0]
+    value = (<tuple>item)[1]
+    if PyBytes_CheckExact(key) and PyBytes_CheckExact(value):
+        return <tuple>item
+    return (key if PyBytes_CheckExact(key) else as_bytes(key, "keys"),
+            value if PyBytes_CheckExact(value) else as_bytes(value, "values"))
+
+
+cdef inline uint32_t shards_route(bytes key, Py_ssize_t count) noexcept:
+    """The shard, of ``count``, of the bytes ``key``: its CRC-32 modulo ``count``."""
+    return crc32(0, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) % <uint32_t>count
+
+
+cdef list shards_split(object pairs, Py_ssize_t count):
+    """``Store._routed_split``: the ``(key, value)`` pairs of ``pairs`` as one dict per shard.
+
+    Each key goes to the dict of its shard (``shards_route``) with the
+    last value given for it, both as bytes (``shards_pair``). Every pair
+    is read and checked before the dicts return: a writer that stores
+    them stores none of a bad input.
+    """
+    cdef Py_ssize_t number = 0
+    cdef list pieces
+    cdef tuple pair
+    if count < 1:
+        raise ValueError("no shard")
+    pieces = [{} for _ in range(count)]
+    for item in pairs:
+        pair = shards_pair(item, number)
+        PyDict_SetItem(<dict>PyList_GET_ITEM(pieces, shards_route(pair[0], count)),
+                       pair[0], pair[1])
+        number += 1
+    return pieces
+
+
+cdef struct Growing:
+    char* data   # RECORD_OVERHEAD bytes for a batch's head, then the records
+    size_t used  # of the records
+    size_t room  # of data
+
+
+cdef int grow_for(Growing* buffer, size_t size) except -1:
+    """Make room in ``buffer`` for ``size`` more bytes of records, or raise ValueError or
+    MemoryError: a batch's body holds at most MAX_LENGTH bytes."""
+    cdef size_t wanted = RECORD_OVERHEAD + buffer.used + size
+    cdef size_t room = buffer.room or 65536
+    cdef char* grown
+    if buffer.used + size > <size_t>MAX_LENGTH:
+        raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+    if wanted <= buffer.room:
+        return 0
+    while room < wanted:
+        room *= 2
+    grown = <char*>realloc(buffer.data, room)
+    if grown == NULL:
+        raise MemoryError("cannot allocate %d bytes for a batch" % room)
+    buffer.data = grown
+    buffer.room = room
+    return 0
+
+
+cdef list shards_batches(object pairs, Py_ssize_t count):
+    """``Store._routed_batches``: the ``(key, value)`` pairs of ``pairs`` as one batch record per
+    shard (None for a shard without any), routed and checked as ``shards_split`` does.
+
+    Each pair is encoded into its shard's body once, in the order given
+    (a key given twice has two records, applied in order: the last
+    value wins), and each record's checksum computed there; then each
+    body gets its batch head. A shard's body over MAX_LENGTH bytes
+    raises ValueError, before any record returns.
+    """
+    cdef Py_ssize_t number = 0
+    cdef Py_ssize_t shard
+    cdef tuple pair
+    cdef bytes key, value
+    cdef size_t size
+    cdef Growing* buffers
+    cdef Growing* buffer
+    cdef list records
+    cdef bytes record
+    if count < 1:
+        raise ValueError("no shard")
+    buffers = <Growing*>calloc(count, sizeof(Growing))
+    if buffers == NULL:
+        raise MemoryError("cannot allocate room for %d shards" % count)
+    try:
+        for item in pairs:
+            pair = shards_pair(item, number)
+            key = pair[0]
+            value = pair[1]
+            size = RECORD_OVERHEAD + PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)
+            buffer = &buffers[shards_route(key, count)]
+            grow_for(buffer, size)
+            encode_record(buffer.data + RECORD_OVERHEAD + buffer.used,
+                          PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                          PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+            buffer.used += size
+            number += 1
+        records = []
+        for shard in range(count):
+            buffer = &buffers[shard]
+            if not buffer.used:
+                records.append(None)
+                continue
+            encode_lengths(buffer.data, buffer.used, BATCH)
+            store_be32(buffer.data + LENGTHS_SIZE,
+                       crc32(0, buffer.data + RECORD_OVERHEAD, buffer.used))
+            record = PyBytes_FromStringAndSize(buffer.data, RECORD_OVERHEAD + buffer.used)
+            free(buffer.data)  # at once: the records of every shard are as large as the input
+            buffer.data = NULL
+            records.append(record)
+        return records
+    finally:
+        for shard in range(count):
+            free(buffers[shard].data)
+        free(buffers)
