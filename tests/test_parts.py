@@ -1,4 +1,4 @@
-"""Parts of the keys (``Store._part_keys``, ``key_seed``, ``log_state``), on both kernels.
+"""Parts of the keys (``Store._part``, ``key_seed``, ``log_state``), on both kernels.
 
 The model of a part is the rule of ``semidbm._parts`` computed from the
 format document's hash (``support.index_format.hash_key``): part ``i`` of
@@ -57,7 +57,7 @@ def test_parts_hold_each_live_key_once(dbopen, tmp_path, parts):
     model = build(dbopen, tmp_path / "db")
     with dbopen(tmp_path / "db", "r") as reader:
         for seed in (reader.key_seed, OTHER_SEED):
-            listed = [reader._part_keys(part, parts, seed) for part in range(parts)]
+            listed = [reader._part(part, parts, seed, "keys") for part in range(parts)]
             assert sum(map(len, listed)) == len(model)
             assert [set(keys) for keys in listed] == model_parts(model, parts, seed)
 
@@ -69,7 +69,7 @@ def test_compiled_parts_read_the_mapped_index_file(tmp_path):
     model = build(lambda *arguments: db.open_with(compiled, *arguments), tmp_path / "db")
     with db.open_with(compiled, tmp_path / "db", "r") as reader:
         assert reader.index_covered > 0
-        listed = [set(reader._part_keys(part, 3, reader.key_seed)) for part in range(3)]
+        listed = [set(reader._part(part, 3, reader.key_seed, "keys")) for part in range(3)]
         assert listed == model_parts(model, 3, reader.key_seed)
 
 
@@ -84,9 +84,9 @@ def test_both_kernels_list_the_same_parts_of_one_state(tmp_path):
         assert compiled.log_state == pure.log_state
         seed = compiled.key_seed
         for part in range(5):
-            assert set(pure._part_keys(part, 5, seed)) == set(compiled._part_keys(part, 5, seed))
+            assert set(pure._part(part, 5, seed, "keys")) == set(compiled._part(part, 5, seed, "keys"))
         assert pure.key_seed == 0
-        assert sorted(k for part in range(2) for k in pure._part_keys(part, 2, 0)) == sorted(model)
+        assert sorted(k for part in range(2) for k in pure._part(part, 2, 0, "keys")) == sorted(model)
     finally:
         for reader in readers:
             reader.close()
@@ -96,7 +96,7 @@ def test_parts_of_an_empty_database_are_empty(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c"):
         pass
     with dbopen(tmp_path / "db", "r") as reader:
-        assert [reader._part_keys(part, 3, reader.key_seed) for part in range(3)] == [[], [], []]
+        assert [reader._part(part, 3, reader.key_seed, "keys") for part in range(3)] == [[], [], []]
 
 
 def test_a_write_changes_the_log_state(dbopen, tmp_path):
@@ -164,7 +164,7 @@ def test_a_log_restored_in_place_to_another_of_its_length_changes_the_log_state(
 def test_part_arguments_are_checked(dbopen, tmp_path, part, parts, seed, error):
     with dbopen(tmp_path / "db", "c") as writer:
         with pytest.raises(error):
-            writer._part_keys(part, parts, seed)
+            writer._part(part, parts, seed, "keys")
 
 
 def test_the_last_of_2_to_the_32_parts(dbopen, tmp_path):
@@ -172,8 +172,8 @@ def test_the_last_of_2_to_the_32_parts(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c") as writer:
         writer[b"k"] = b"v"
         hashed = hash_key(OTHER_SEED, b"k")
-        assert writer._part_keys(hashed, 2**32, OTHER_SEED) == [b"k"]
-        assert writer._part_keys(2**32 - 1, 2**32, OTHER_SEED) == (
+        assert writer._part(hashed, 2**32, OTHER_SEED, "keys") == [b"k"]
+        assert writer._part(2**32 - 1, 2**32, OTHER_SEED, "keys") == (
             [b"k"] if hashed == 2**32 - 1 else []
         )
 
@@ -203,6 +203,6 @@ def test_a_damaged_index_file_is_dropped_not_listed(tmp_path):
     index.write_bytes(bytes(table))
     with db.open_with(compiled, tmp_path / "db", "r") as reader:
         assert reader.index_covered > 0
-        listed = [reader._part_keys(part, 1, reader.key_seed) for part in range(1)]
+        listed = [reader._part(part, 1, reader.key_seed, "keys") for part in range(1)]
         assert reader.index_covered == 0
     assert sorted(listed[0]) == sorted(model)
