@@ -1,10 +1,11 @@
-"""Parts of the keys (``Store._part_keys``, ``key_seed``, ``log_state``), on both kernels.
+"""Parts of the keys (``Store._part``, ``key_seed``, ``log_state``), on both kernels.
 
 The model of a part is the rule of ``semidbm._parts`` computed from the
 format document's hash (``support.index_format.hash_key``): part ``i`` of
 ``n`` holds the live keys whose hash times ``n``, shifted right by 32, is
 ``i``. Each kernel must list exactly those keys, under the seed of its
-index (the compiled kernel's range of slots) and under any other.
+index (the compiled kernel's range of slots) and under any other, and
+their values as a lookup reads them (the same bytes, the same errors).
 """
 
 import os
@@ -12,6 +13,7 @@ import os
 import pytest
 
 from semidbm import _kernel, _parts, db
+from semidbm.errors import DBMChecksumError
 
 from .conftest import IMPLEMENTATIONS, compiled_only
 from .support.index_format import hash_key
@@ -19,6 +21,9 @@ from .support.states import copied_data, logs_of_one_length
 
 #: A seed that no index draws: parts under it are listed by hashing every key.
 OTHER_SEED = 0x0123456789ABCDEF
+#: A key that ``build`` writes once and never changes: its one record lies in the
+#: log the index file covers.
+UNCHANGED_KEY = b"key 2222"
 
 
 def model_parts(model, parts, seed):
@@ -57,9 +62,71 @@ def test_parts_hold_each_live_key_once(dbopen, tmp_path, parts):
     model = build(dbopen, tmp_path / "db")
     with dbopen(tmp_path / "db", "r") as reader:
         for seed in (reader.key_seed, OTHER_SEED):
-            listed = [reader._part_keys(part, parts, seed) for part in range(parts)]
+            listed = [reader._part(part, parts, seed, "keys") for part in range(parts)]
             assert sum(map(len, listed)) == len(model)
             assert [set(keys) for keys in listed] == model_parts(model, parts, seed)
+
+
+def check_values_and_items(reader, model, parts, seed):
+    """Each part's values, and its pairs, are its keys' in ``model``, in its keys' order."""
+    listed = []
+    for part in range(parts):
+        keys = reader._part(part, parts, seed, "keys")
+        values = reader._part(part, parts, seed, "values")
+        assert values == [model[key] for key in keys]
+        assert all(type(value) is bytes for value in values)
+        assert reader._part(part, parts, seed, "items") == list(zip(keys, values))
+        listed.extend(keys)
+    assert sorted(listed) == sorted(model)
+
+
+@pytest.mark.parametrize("parts", [1, 7])
+def test_parts_list_the_values_and_items_of_their_keys(dbopen, tmp_path, parts):
+    model = build(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "r") as reader:
+        for seed in (reader.key_seed, OTHER_SEED):
+            check_values_and_items(reader, model, parts, seed)
+
+
+def test_a_writers_parts_read_its_buffered_values(dbopen, tmp_path):
+    """Records still in the append buffer (past the end of the file) are read from there."""
+    model = build(dbopen, tmp_path / "db")
+    with dbopen(tmp_path / "db", "w") as writer:
+        for number in range(5990, 6100):
+            model[b"key %d" % number] = writer[b"key %d" % number] = b"buffered %d" % number
+        for seed in (writer.key_seed, OTHER_SEED):
+            check_values_and_items(writer, model, 3, seed)
+
+
+def damage_value(path, key):
+    """Flip a byte of the value of the one record of ``key`` in the data file of ``path``."""
+    data = bytearray((path / "data").read_bytes())
+    at = data.find(key + b"value ")
+    assert at > 0 and data.find(key + b"value ", at + 1) < 0
+    data[at + len(key) + 1] ^= 0xFF
+    (path / "data").write_bytes(bytes(data))
+
+
+def test_a_damaged_value_raises_in_its_part_as_a_lookup_raises(kernel, dbopen, tmp_path):
+    """With ``verify_checksums``, the value's part raises the lookup's error; its keys list."""
+    model = build(dbopen, tmp_path / "db")
+    damage_value(tmp_path / "db", UNCHANGED_KEY)
+    with dbopen(tmp_path / "db", "r", verify_checksums=True) as reader:
+        # The compiled kernel still maps the index file: the record's slot is a mapped one.
+        assert (reader.index_covered > 0) == (kernel.__name__ == "semidbm._core")
+        with pytest.raises(DBMChecksumError) as expected:
+            reader[UNCHANGED_KEY]
+        for seed in (reader.key_seed, OTHER_SEED):
+            part = _parts.part_of(hash_key(seed, UNCHANGED_KEY), 4)
+            assert UNCHANGED_KEY in reader._part(part, 4, seed, "keys")
+            for what in ("values", "items"):
+                with pytest.raises(DBMChecksumError) as raised:
+                    reader._part(part, 4, seed, what)
+                assert str(raised.value) == str(expected.value)
+    with dbopen(tmp_path / "db", "r") as reader:  # unverified: the bytes as the lookup has them
+        model[UNCHANGED_KEY] = reader[UNCHANGED_KEY]
+        assert model[UNCHANGED_KEY] != b"value 2222"
+        check_values_and_items(reader, model, 4, reader.key_seed)
 
 
 @compiled_only
@@ -69,8 +136,9 @@ def test_compiled_parts_read_the_mapped_index_file(tmp_path):
     model = build(lambda *arguments: db.open_with(compiled, *arguments), tmp_path / "db")
     with db.open_with(compiled, tmp_path / "db", "r") as reader:
         assert reader.index_covered > 0
-        listed = [set(reader._part_keys(part, 3, reader.key_seed)) for part in range(3)]
+        listed = [set(reader._part(part, 3, reader.key_seed, "keys")) for part in range(3)]
         assert listed == model_parts(model, 3, reader.key_seed)
+        check_values_and_items(reader, model, 3, reader.key_seed)
 
 
 @compiled_only
@@ -84,9 +152,13 @@ def test_both_kernels_list_the_same_parts_of_one_state(tmp_path):
         assert compiled.log_state == pure.log_state
         seed = compiled.key_seed
         for part in range(5):
-            assert set(pure._part_keys(part, 5, seed)) == set(compiled._part_keys(part, 5, seed))
+            for what in ("keys", "items"):
+                assert sorted(pure._part(part, 5, seed, what)) == sorted(
+                    compiled._part(part, 5, seed, what)
+                )
         assert pure.key_seed == 0
-        assert sorted(k for part in range(2) for k in pure._part_keys(part, 2, 0)) == sorted(model)
+        listed = [key for part in range(2) for key in pure._part(part, 2, 0, "keys")]
+        assert sorted(listed) == sorted(model)
     finally:
         for reader in readers:
             reader.close()
@@ -96,7 +168,8 @@ def test_parts_of_an_empty_database_are_empty(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c"):
         pass
     with dbopen(tmp_path / "db", "r") as reader:
-        assert [reader._part_keys(part, 3, reader.key_seed) for part in range(3)] == [[], [], []]
+        for what in _parts.WHAT:
+            assert [reader._part(part, 3, reader.key_seed, what) for part in range(3)] == [[]] * 3
 
 
 def test_a_write_changes_the_log_state(dbopen, tmp_path):
@@ -149,22 +222,25 @@ def test_a_log_restored_in_place_to_another_of_its_length_changes_the_log_state(
 
 
 @pytest.mark.parametrize(
-    "part, parts, seed, error",
+    "part, parts, seed, what, error",
     [
-        (0, 0, 0, ValueError),
-        (3, 3, 0, ValueError),
-        (-1, 3, 0, ValueError),
-        (0, 2**32 + 1, 0, ValueError),
-        (0, 1, -1, ValueError),
-        (0, 1, 2**64, ValueError),
-        (0.0, 1, 0, TypeError),
-        (0, True, 0, TypeError),
+        (0, 0, 0, "keys", ValueError),
+        (3, 3, 0, "keys", ValueError),
+        (-1, 3, 0, "keys", ValueError),
+        (0, 2**32 + 1, 0, "keys", ValueError),
+        (0, 1, -1, "keys", ValueError),
+        (0, 1, 2**64, "keys", ValueError),
+        (0.0, 1, 0, "keys", TypeError),
+        (0, True, 0, "keys", TypeError),
+        (0, 1, 0, "key", ValueError),
+        (0, 1, 0, b"keys", ValueError),
+        (0, 1, 0, None, ValueError),
     ],
 )
-def test_part_arguments_are_checked(dbopen, tmp_path, part, parts, seed, error):
+def test_part_arguments_are_checked(dbopen, tmp_path, part, parts, seed, what, error):
     with dbopen(tmp_path / "db", "c") as writer:
         with pytest.raises(error):
-            writer._part_keys(part, parts, seed)
+            writer._part(part, parts, seed, what)
 
 
 def test_the_last_of_2_to_the_32_parts(dbopen, tmp_path):
@@ -172,8 +248,8 @@ def test_the_last_of_2_to_the_32_parts(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "c") as writer:
         writer[b"k"] = b"v"
         hashed = hash_key(OTHER_SEED, b"k")
-        assert writer._part_keys(hashed, 2**32, OTHER_SEED) == [b"k"]
-        assert writer._part_keys(2**32 - 1, 2**32, OTHER_SEED) == (
+        assert writer._part(hashed, 2**32, OTHER_SEED, "keys") == [b"k"]
+        assert writer._part(2**32 - 1, 2**32, OTHER_SEED, "keys") == (
             [b"k"] if hashed == 2**32 - 1 else []
         )
 
@@ -203,6 +279,6 @@ def test_a_damaged_index_file_is_dropped_not_listed(tmp_path):
     index.write_bytes(bytes(table))
     with db.open_with(compiled, tmp_path / "db", "r") as reader:
         assert reader.index_covered > 0
-        listed = [reader._part_keys(part, 1, reader.key_seed) for part in range(1)]
+        listed = [reader._part(part, 1, reader.key_seed, "keys") for part in range(1)]
         assert reader.index_covered == 0
     assert sorted(listed[0]) == sorted(model)

@@ -90,7 +90,8 @@ include "_core_pieces/summary.pxi"
 include "_core_pieces/views.pxi"
 # The Store's use of the index file: map, check, drop, switch, write.
 include "_core_pieces/keys.pxi"
-# Parts of the keys, listed from the slot ranges that hold them (semidbm.dask).
+# Parts of the keys (keys, values or items), listed from the slot ranges that hold
+# them (semidbm.dask).
 include "_core_pieces/parts.pxi"
 # Committing a batch: one record whose keys enter the index together.
 include "_core_pieces/batch_commit.pxi"
@@ -330,11 +331,11 @@ cdef class Store:
         self.check_open()
         return _parts.log_state(self.fd, self.log.disk_end + self.buffer_used, self.log.disk_end)
 
-    def _part_keys(self, part, parts, seed):
-        """``_interface.Store._part_keys``: a range of slots under the index's seed (parts.pxi)."""
-        _parts.check_part(part, parts, seed)
+    def _part(self, part, parts, seed, what):
+        """``_interface.Store._part``: a range of slots under the index's seed (parts.pxi)."""
+        _parts.check_part(part, parts, seed, what)
         self.check_open()
-        return parts_list(self, part, parts, seed)
+        return parts_list(self, part, parts, seed, parts_form(what))
 
     @property
     def format_version(self):

@@ -133,7 +133,7 @@ class Store(Protocol):
 
     @property
     def key_seed(self) -> int:
-        """The seed under which ``_part_keys`` lists a part fastest.
+        """The seed under which ``_part`` lists a part fastest.
 
         The compiled kernel's: the seed of its index's key hash (the index
         file's, when one is mapped; otherwise drawn at open, so another
@@ -156,8 +156,9 @@ class Store(Protocol):
         only at ``refresh()``.
         """
 
-    def _part_keys(self, part: int, parts: int, seed: int) -> List[bytes]:
-        """The live keys of part ``part`` of ``parts`` under ``seed``, in the kernel's index order.
+    def _part(self, part: int, parts: int, seed: int, what: str) -> List[Any]:
+        """Part ``part`` of ``parts`` under ``seed``: its live keys (``what="keys"``), their
+        values (``"values"``) or ``(key, value)`` pairs (``"items"``), in the kernel's index order.
 
         A key belongs to the part that ``_parts.part_of(_parts.key_hash(seed,
         key), parts)`` names: the ``parts`` parts of one state of the
@@ -166,9 +167,14 @@ class Store(Protocol):
         compiled kernel reads only the range of its index's slots that
         holds the part (and the few past it that the probes reach),
         otherwise it hashes every key; the pure kernel hashes every key.
-        ``part`` must be in ``range(parts)``, ``parts`` from 1 to 2**32 and
-        ``seed`` 64-bit (ValueError, TypeError for a non-int). For
-        ``semidbm.dask``, whose workers each list one part.
+        Each value is read as ``__getitem__`` reads it, with its checks and
+        errors (a record past the log's end, a checksum with
+        ``verify_checksums``), into new bytes; the compiled kernel reads it
+        from the record its slot names, with no second lookup. ``part``
+        must be in ``range(parts)``, ``parts`` from 1 to 2**32, ``seed``
+        64-bit (ValueError, TypeError for a non-int) and ``what`` one of
+        ``_parts.WHAT`` (ValueError). For ``semidbm.dask``, whose workers
+        each read one part.
         """
 
     @property

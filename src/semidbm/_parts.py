@@ -10,7 +10,9 @@ starts at ``(hash * capacity) >> 32``), so with the seed of its index,
 each part is a range of slots of the mapped index file and of the
 private table (``_core_pieces/parts.pxi``): a worker lists its part
 without a pass over every key. The pure kernel hashes each of its keys
-here (``_pure.Store._part_keys``).
+here (``_pure.Store._part``). A part is listed as its keys, its values
+or its ``(key, value)`` pairs (``WHAT``), each value read as a lookup
+reads it.
 
 ``log_state`` is what tells one state of a database's log from another,
 so that a part listed in another state (written since, compacted,
@@ -32,6 +34,8 @@ MASK = (1 << 64) - 1
 #: Hashes are 32-bit: part ``i`` of ``n`` is a range of ``HASHES // n`` or so of them.
 HASHES = 1 << 32
 WORD = struct.Struct("<Q")
+#: What a part is listed as (``Store._part``'s ``what``): ``(key, value)`` pairs, keys or values.
+WHAT = ("items", "keys", "values")
 
 
 def key_hash(seed, key):
@@ -65,8 +69,22 @@ def part_of(hashed, parts):
     return (hashed * parts) >> 32
 
 
-def check_part(part, parts, seed):
-    """Refuse a part that is not one of ``parts`` (1 to 2**32), or a seed that is not 64-bit."""
+def check_what(what):
+    """Refuse a ``what`` that names none of :data:`WHAT` (ValueError)."""
+    if what not in WHAT:
+        raise ValueError("what must be one of %s, not %r" % (", ".join(WHAT), what))
+
+
+def shaped(keys, values, what):
+    """A part as ``what`` (one of :data:`WHAT`) asks for it, from its keys and their values."""
+    if what == "keys":
+        return keys
+    return values if what == "values" else list(zip(keys, values))
+
+
+def check_part(part, parts, seed, what):
+    """Refuse a part that is not one of ``parts`` (1 to 2**32), a seed that is not 64-bit,
+    or a ``what`` that ``check_what`` refuses."""
     for name, number in (("part", part), ("parts", parts), ("seed", seed)):
         if not isinstance(number, int) or isinstance(number, bool):
             raise TypeError("%s must be an int, not %s" % (name, type(number).__name__))
@@ -76,6 +94,7 @@ def check_part(part, parts, seed):
         raise ValueError("part must be from 0 to %d, not %d" % (parts - 1, part))
     if not 0 <= seed <= MASK:
         raise ValueError("seed must be from 0 to 2**64 - 1, not %d" % seed)
+    check_what(what)
 
 
 def log_state(fd, end, disk_end):

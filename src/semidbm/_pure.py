@@ -238,15 +238,23 @@ class Store:
                 self._fd, self._disk_end + len(self._buffer), self._disk_end
             )
 
-    def _part_keys(self, part, parts, seed):
-        """``_interface.Store._part_keys``: each key hashed here (``_parts.key_hash``)."""
-        _parts.check_part(part, parts, seed)
+    def _part(self, part, parts, seed, what):
+        """``_interface.Store._part``: each key hashed here (``_parts.key_hash``), each value
+        read as ``__getitem__`` reads it."""
+        _parts.check_part(part, parts, seed, what)
         with self._guard:
             self._check_open()
-            return [
-                key for key in self._index
-                if _parts.part_of(_parts.key_hash(seed, key), parts) == part
-            ]
+            index = self._index
+            keys = [key for key in index
+                    if _parts.part_of(_parts.key_hash(seed, key), parts) == part]
+            if what == "keys":
+                return keys
+            self._busy = _messages.INTERRUPTED
+            try:
+                values = [self._read(key, *index[key]) for key in keys]
+            finally:
+                self._busy = None
+        return _parts.shaped(keys, values, what)
 
     @property
     def _batches(self):

@@ -79,9 +79,6 @@ __all__ = [
 #: hashes decide).
 KEYS_PER_PARTITION = 1_000_000
 
-#: What a bag read by :func:`read_bag` holds.
-WHAT = ("items", "keys", "values")
-
 #: The flag of the handles that write partitions (a shared writer that creates).
 WRITE_FLAG: Final = "cm"
 
@@ -321,13 +318,18 @@ def values_of(
 
 
 def read_part(plan: Plan, part: int, what: str, decode) -> List[Any]:
-    """Partition ``part`` of a bag: its keys, values or ``(key, value)`` pairs (``read_bag``)."""
+    """Partition ``part`` of a bag: its keys, values or ``(key, value)`` pairs (``read_bag``).
+
+    Without ``decode``, the kernel lists them in one pass over the part
+    (``Store._part``: each value from its key's slot, no second lookup);
+    with one, the part's keys, then each value decoded from a view.
+    """
     with opened(plan) as database:
-        keys = database._part_keys(part, plan.parts, plan.seed)
-        if what == "keys":
-            return keys
-        values = values_of(database, keys, decode)
-        return values if what == "values" else list(zip(keys, values))
+        if decode is None:
+            return database._part(part, plan.parts, plan.seed, what)
+        keys = database._part(part, plan.parts, plan.seed, "keys")
+        values = [] if what == "keys" else values_of(database, keys, decode)
+        return _parts.shaped(keys, values, what)
 
 
 def read_bag(
@@ -355,8 +357,7 @@ def read_bag(
     that finds the database written or compacted since this call raises
     :class:`DatabaseChanged`.
     """
-    if what not in WHAT:
-        raise ValueError("what must be one of %s, not %r" % (", ".join(WHAT), what))
+    _parts.check_what(what)
     decode = value_decoder(serializer, decode)
     return dask.bag.from_delayed([
         dask.delayed(read_part, pure=True)(planned, part, what, decode)
@@ -429,7 +430,7 @@ def some_key(database: Database, seed: int) -> Optional[bytes]:
     """
     parts = max(1, len(database) // KEYS_PER_PROBE)
     for part in range(parts):
-        keys = database._part_keys(part, parts, seed)
+        keys = database._part(part, parts, seed, "keys")
         if keys:
             return keys[0]
     return None

@@ -383,18 +383,13 @@ cdef inline uint64_t bulk_candidate(const Table* table, uint32_t hashed, uint64_
 cdef inline void bulk_ask_for_record(Store store, const BulkTarget* target) noexcept:
     """Ask the processor for the record that the probe for ``target``'s key will compare."""
     cdef uint64_t offset = 0
-    cdef const char* record
     if store.index.table.capacity:
         offset = bulk_candidate(&store.index.table, target.hashed,
                                 store.log.disk_end + <uint64_t>store.buffer_used)
     if offset == 0 and store.index.base.table.capacity:
         offset = bulk_candidate(&store.index.base.table, target.hashed, store.index.base.covered)
     if offset >= HEADER_SIZE:
-        record = log_record(&store.log, offset)
-        # The lines of its first 128 bytes: the lengths, the key, a small value.
-        semidbm_prefetch(record)
-        semidbm_prefetch(record + 64)
-        semidbm_prefetch(record + 127)
+        log_prefetch(&store.log, offset)
 
 
 cdef inline void bulk_look_ahead(Store store, BulkTarget* targets, Py_ssize_t count,

@@ -358,7 +358,11 @@ static uint64_t semidbm_fetch_add(volatile uint64_t *counter, uint64_t value)
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
-#define semidbm_prefetch(address) __builtin_prefetch(address)
+/* The empty volatile asm is a side effect: GCC sees none in __builtin_prefetch,
+ * so a function that only prefetches is found to do nothing
+ * (-fipa-pure-const) and a call to it left out, hint and all. */
+#define semidbm_prefetch(address) \
+    do { __builtin_prefetch(address); __asm__ __volatile__(""); } while (0)
 #else
 #define semidbm_prefetch(address) ((void)(address))
 #endif
