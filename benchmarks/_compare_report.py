@@ -29,6 +29,7 @@ from _report import (
     format_seconds,
     markdown_table,
     significant,
+    spread_cell,
     times,
     verdict,
 )
@@ -217,19 +218,6 @@ def contenders_section(results):
             "",
         ]
     return lines
-
-
-def spread_cell(ratios):
-    """A ratio table's cell: the median of the per-repetition ``ratios``, with their range.
-
-    "n/a" for None; one repetition has no range to give.
-    """
-    if ratios is None:
-        return "n/a"
-    cell = format_ratio(statistics.median(ratios))
-    if len(ratios) > 1:
-        cell += " (%s-%s)" % (significant(min(ratios)), significant(max(ratios)))
-    return cell
 
 
 def speed_sections(results, repeat):

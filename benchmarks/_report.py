@@ -7,6 +7,7 @@ significant digits.
 """
 
 import math
+import statistics
 
 
 def markdown_table(header, rows, numeric=True):
@@ -74,6 +75,19 @@ def format_seconds(value):
 def format_ratio(value):
     """Format a ratio to three significant digits, e.g. ``1.23x`` or ``0.00180x``."""
     return significant(value) + "x"
+
+
+def spread_cell(ratios):
+    """A ratio table's cell: the median of the per-repetition ``ratios``, with their range.
+
+    "n/a" for None; one repetition has no range to give.
+    """
+    if ratios is None:
+        return "n/a"
+    cell = format_ratio(statistics.median(ratios))
+    if len(ratios) > 1:
+        cell += " (%s-%s)" % (significant(min(ratios)), significant(max(ratios)))
+    return cell
 
 
 def times(ratio):

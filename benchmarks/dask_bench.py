@@ -59,7 +59,7 @@ from time import perf_counter
 
 import _charts
 from _provenance import REPO, cpu_model, filesystem_type, quoted_command, run_date, source_version
-from _report import format_number, format_ratio, markdown_table, significant, verdict
+from _report import format_number, format_ratio, markdown_table, significant, spread_cell, verdict
 from _results import results_directory
 
 import semidbm
@@ -389,19 +389,24 @@ ROWS = [
 SLOWDOWNS = ("lookups", "get_many")
 
 
-def ratios(times):
-    """Per measurement, the median of its per-repetition ratios (see SLOWDOWNS for which way)."""
+def repetition_ratios(times):
+    """Per measurement, the ratio of each repetition (see SLOWDOWNS for which way)."""
     return {
-        name: statistics.median(
-            ours / baseline if name in SLOWDOWNS else baseline / ours for baseline, ours in pairs
-        )
+        name: [ours / baseline if name in SLOWDOWNS else baseline / ours
+               for baseline, ours in pairs]
         for name, pairs in times.items()
     }
+
+
+def ratios(times):
+    """Per measurement, the median of its per-repetition ratios."""
+    return {name: statistics.median(each) for name, each in repetition_ratios(times).items()}
 
 
 def target_rows(times, lookups):
     """The report's table: a row per measurement, with the medians, the ratio and the target."""
     found = ratios(times)
+    spreads = repetition_ratios(times)
     rows = []
     for name, compared, target, met in ROWS:
         pairs = times[name]
@@ -411,7 +416,7 @@ def target_rows(times, lookups):
             name, compared,
             significant(statistics.median(pair[0] for pair in pairs) * unit),
             significant(statistics.median(pair[1] for pair in pairs) * unit),
-            format_ratio(found[name]), target,
+            spread_cell(spreads[name]), target,
             "" if met is None else verdict(met(found[name])),
         ])
     return rows
@@ -461,9 +466,10 @@ def report(times, memory, settings, sizes, directory, charted):
         "",
         "## Targets",
         "",
-        "Times in seconds, the lookups' in nanoseconds a key; the ratio of a read or a write is "
-        "the baseline's time over semidbm's (above 1: semidbm faster), of a lookup the shards' "
-        "time over one database's.",
+        "Times in seconds (medians), the lookups' in nanoseconds a key; the ratio of a read or a "
+        "write is the baseline's time over semidbm's (above 1: semidbm faster), of a lookup the "
+        "shards' time over one database's: the median of the repetitions' ratios, and their "
+        "range.",
         "",
         markdown_table(
             ["measurement", "compared", "baseline", "semidbm", "ratio", "target", "met"],

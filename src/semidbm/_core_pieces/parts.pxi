@@ -29,24 +29,27 @@ cdef int parts_form(object what) except -1:
     return PART_VALUES if what == "values" else PART_ITEMS
 
 
-cdef object parts_entry(Store store, uint64_t offset, int form):
-    """What a part lists of the live record at ``offset``: its key, its value or both.
+cdef int parts_add(Store store, uint64_t offset, int form, list listed) except -1:
+    """Append to ``listed`` what a part lists of the live record at ``offset``: its key, its
+    value, or both, the key first (``parts_list`` pairs them at the end).
 
     The value is read as ``get`` reads it (``Store.value_at``: the record
-    within the log, its checksum with ``verify``), into new bytes.
+    within the log, its checksum with ``verify``), into new bytes. Bytes
+    alone while slots are read: making a tuple may start a collection of
+    garbage, which runs Python code (a finalizer could change the table
+    being read).
     """
     cdef const char* record
-    cdef const char* value = NULL
+    cdef const char* value
     cdef Py_ssize_t value_size = 0
+    if form & PART_KEYS:
+        record = log_record(&store.log, offset)
+        listed.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE,
+                                                <int32_t>load_be32(record)))
     if form & PART_VALUES:
         value = store.value_at(offset, &value_size)
-        if form == PART_VALUES:
-            return PyBytes_FromStringAndSize(value, value_size)
-    record = log_record(&store.log, offset)
-    key = PyBytes_FromStringAndSize(record + LENGTHS_SIZE, <int32_t>load_be32(record))
-    if form == PART_KEYS:
-        return key
-    return (key, PyBytes_FromStringAndSize(value, value_size))
+        listed.append(PyBytes_FromStringAndSize(value, value_size))
+    return 0
 
 
 cdef inline uint64_t parts_first_hash(uint64_t part, uint64_t parts) noexcept nogil:
@@ -77,7 +80,7 @@ cdef inline void parts_ask_ahead(Store store, const Table* table, size_t ahead,
 
 cdef int parts_collect(Store store, Table* table, Base* base, uint64_t part, uint64_t parts,
                        int form, list listed) except -3:
-    """Append the entries (``parts_entry``) of the part that ``table`` holds to ``listed``;
+    """Append the entries (``parts_add``) of the part that ``table`` holds to ``listed``;
     0, or DAMAGED.
 
     ``base`` is NULL for the private table; for the mapped one, each
@@ -113,7 +116,7 @@ cdef int parts_collect(Store store, Table* table, Base* base, uint64_t part, uin
         ):
             if base != NULL and not base_slot_sound(base, at):
                 return DAMAGED
-            listed.append(parts_entry(store, table.slots[at].offset, form))
+            parts_add(store, table.slots[at].offset, form, listed)
         steps += 1
         at = next_slot(at, capacity)
     return 0
@@ -136,7 +139,7 @@ cdef list parts_hashing(Store store, uint64_t part, uint64_t parts, uint64_t see
         record = log_record(&store.log, offset)
         if ((<uint64_t>hash_key(seed, record + LENGTHS_SIZE, <int32_t>load_be32(record))
              * parts) >> 32) == part:
-            listed.append(parts_entry(store, offset, form))
+            parts_add(store, offset, form, listed)
 
 
 cdef list parts_list(Store store, uint64_t part, uint64_t parts, uint64_t seed, int form):
@@ -145,11 +148,31 @@ cdef list parts_list(Store store, uint64_t part, uint64_t parts, uint64_t seed, 
     if store.index.table.pending_count:
         keys_apply_pending(store)
     if seed != store.index.seed:
-        return parts_hashing(store, part, parts, seed, form)
-    listed = []
-    if parts_collect(store, &store.index.base.table, &store.index.base, part, parts, form,
-                     listed) == DAMAGED:
-        keys_drop(store)  # every key is in the private table now
+        listed = parts_hashing(store, part, parts, seed, form)
+    else:
         listed = []
-    parts_collect(store, &store.index.table, NULL, part, parts, form, listed)
+        if parts_collect(store, &store.index.base.table, &store.index.base, part, parts, form,
+                         listed) == DAMAGED:
+            keys_drop(store)  # every key is in the private table now
+            listed = []
+        parts_collect(store, &store.index.table, NULL, part, parts, form, listed)
+    if form == PART_ITEMS:
+        return parts_pairs(listed)
     return listed
+
+
+cdef list parts_pairs(list listed):
+    """``(key, value)`` pairs of ``listed``, which holds each key, then its value.
+
+    Made once every record is read: a collection of garbage that making
+    a tuple starts may run Python code now.
+    """
+    cdef Py_ssize_t count = PyList_GET_SIZE(listed) // 2
+    cdef Py_ssize_t at
+    cdef list pairs = PyList_New(count)
+    for at in range(count):
+        pair = (<object>PyList_GET_ITEM(listed, 2 * at),
+                <object>PyList_GET_ITEM(listed, 2 * at + 1))
+        Py_INCREF(pair)
+        PyList_SET_ITEM(pairs, at, pair)
+    return pairs
