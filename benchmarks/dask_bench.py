@@ -7,8 +7,13 @@ this with the arguments after ``--``)::
         [--partitions P] [--out-dir DIR]
 
 The data: N records (10,000,000 by default) of 16-byte keys (the record's
-number, in decimal) and 100-byte values (slices of one random block),
-made again the same in any process from the numbers alone. The cluster:
+number, in decimal) and 100-byte values (the key, then 84 bytes of one
+random block from a place the number gives, neighbours' places far
+apart), made again the same in any process from the numbers alone. No
+two values are alike and neighbours share no bytes, as in the data sets
+this stands for: a reader that makes one object per distinct value
+(pyarrow's ``to_pandas`` does) gains nothing from repeats, nor a
+compressed file from overlaps. The cluster:
 ``dask.distributed.LocalCluster(n_workers=2, processes=True,
 threads_per_worker=1)``. Each repetition runs every pair of a
 measurement one after the other (which goes first alternates); a ratio
@@ -94,12 +99,26 @@ BLOCK = random.Random(31).randbytes(1 << 16)
 
 
 def records(start, stop):
-    """The records numbered ``start`` to ``stop - 1``: ``(key, value)`` pairs of bytes."""
-    room = len(BLOCK) - VALUE_SIZE
+    """The records numbered ``start`` to ``stop - 1``: ``(key, value)`` pairs of bytes, each
+    value its key and then the bytes of BLOCK from ``place(number)`` on."""
+    tail = VALUE_SIZE - KEY_SIZE
+    numbers = range(start, stop)
     return [
-        (b"%016d" % number, BLOCK[number * VALUE_SIZE % room:][:VALUE_SIZE])
-        for number in range(start, stop)
+        (key, key + BLOCK[at:at + tail])
+        for at, key in zip(map(place, numbers), [b"%016d" % number for number in numbers])
     ]
+
+
+#: The step between the places in BLOCK of two records' values: a prime, so that each of
+#: the block's places comes once before any comes again.
+STEP = 7919
+
+
+def place(number):
+    """Where in BLOCK the value of record ``number`` takes its bytes after the key: a step
+    apart from its neighbour's, so that neighbouring values share no bytes for a compressor to
+    find."""
+    return number * STEP % (len(BLOCK) - (VALUE_SIZE - KEY_SIZE))
 
 
 def chunks(count):

@@ -21,8 +21,9 @@ def test_records_are_the_same_from_any_start(bench):
     assert bench.records(1500, 1501) == whole[1500:1501]
     assert {len(key) for key, _ in whole} == {16}
     assert {len(value) for _, value in whole} == {100}
-    assert len({value for _, value in whole}) == 2000  # no two records share a value
     assert whole[7][0] == b"0000000000000007"
+    many = bench.records(0, 70_000)  # more than the block has places (pyarrow would share repeats)
+    assert len({value for _, value in many}) == len(many)
 
 
 def test_ranges_and_chunks_cover_every_record_once(bench):

@@ -19,11 +19,10 @@ opens that shard alone and checks that shard's state.
 Writing: :func:`to_semidbm` writes a bag of pairs or a DataFrame into
 one database through shared writers, each partition one batch: a task
 killed and retried leaves no part of its partition behind. Into a
-sharded database, each partition's task splits it by shard and writes
-each piece into its shard, one batch each: no pair travels between
-workers. A partition's batch records are encoded whole before any
-turn (``sharded._batches_by_shard``, in C on the compiled kernel), so
-that a turn is an append.
+sharded database, each partition's task encodes its pairs as one batch
+record per shard (``sharded._batches_by_shard``, in C on the compiled
+kernel), and one task per shard appends its record of every
+partition: only encoded records travel between workers.
 
 This module imports Dask when it is imported: ``import semidbm`` never
 does. docs/dask.md is the guide.
@@ -41,6 +40,7 @@ from typing import (
     Iterable,
     List,
     Optional,
+    Sequence,
     Tuple,
     TypeVar,
     Union,
@@ -589,26 +589,31 @@ def write_part(partition: Any, target: Database, encode) -> int:
     return len(pairs)
 
 
-def write_shards_part(partition: Any, number: int, targets: List[Database], rule: str,
-                      encode) -> int:
-    """Write partition ``number`` into the shards ``targets``; its pairs' number.
-
-    Its pairs are split by shard under the manifest's hash ``rule``, and
-    each shard's piece written as one batch of a new shared writer of
-    that shard: a task killed and retried leaves no half piece, and the
-    retry writes every piece again (the same pairs). The pieces are
-    written from shard ``number`` on, round the shards, so that the
-    partitions that workers write at once each start at another shard: a
-    shard takes one writer's turn at a time.
-    """
+def encode_part(partition: Any, targets: List[Database], rule: str,
+                encode) -> Tuple[int, List[Optional[bytes]]]:
+    """One partition's pairs encoded for the shards ``targets``: their number, and one batch
+    record per shard (None for a shard it has no pair for), routed by the manifest's hash
+    ``rule`` (``sharded._batches_by_shard``)."""
     pairs = encoded_pairs(partition, encode)
-    records = sharded._batches_by_shard(pairs, targets, rule)
-    for shift in range(len(targets)):
-        place = (number + shift) % len(targets)
-        if records[place] is not None:
-            with handle(targets[place]) as database:
-                write_batch(database, records[place])
-    return len(pairs)
+    return len(pairs), sharded._batches_by_shard(pairs, targets, rule)
+
+
+def write_shard(records: Sequence[Optional[bytes]], target: Database) -> None:
+    """Append one shard's batch records, one from each partition (``encode_part``'s), in the
+    partitions' order, through one new shared writer of the shard ``target``.
+
+    A task killed and retried leaves no half record, and the retry
+    appends every record again (the same pairs: a key's last write, its
+    last partition's, wins).
+    """
+    with handle(target) as database:
+        for record in records:
+            write_batch(database, record)
+
+
+def counted(counts: Sequence[int], written: Sequence[None]) -> int:
+    """The pairs written: the sum of ``counts``, once ``written`` (the shards' writes) is done."""
+    return sum(counts)
 
 
 def checked_for_batches(database: Database) -> Database:
@@ -665,13 +670,19 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
 def sharded_writes(collection: Any, targets: List[Database], rule: str, encode) -> Any:
     """The tasks that write ``collection`` into the shards ``targets``: their count of pairs.
 
-    One task per partition, which writes its pieces into every shard
-    itself (``write_shards_part``): no pair travels between workers.
+    Each partition's task encodes its pairs as one batch record per shard
+    (``encode_part``), then one task per shard appends its record of every
+    partition (``write_shard``): one writer, one open and one close per
+    shard, and only encoded records travel between workers.
     """
-    return dask.delayed(sum)([
-        dask.delayed(write_shards_part, pure=False)(partition, number, targets, rule, encode)
-        for number, partition in enumerate(collection.to_delayed())
-    ])
+    encoded = [dask.delayed(encode_part, pure=True, nout=2)(partition, targets, rule, encode)
+               for partition in collection.to_delayed()]
+    return dask.delayed(counted)(
+        [count for count, _ in encoded],
+        [dask.delayed(write_shard, pure=False)([records[number] for _, records in encoded],
+                                               target)
+         for number, target in enumerate(targets)],
+    )
 
 
 def to_semidbm(
@@ -702,12 +713,11 @@ def to_semidbm(
     before any task runs, or must agree with the manifest already there
     (semidbm.error otherwise, before anything is written); a ``path``
     holding a manifest, or an open sharded shared writer, needs no
-    ``shards``. Each partition's task splits it by the shard of its keys
-    and writes each piece into its shard as one batch: a retried task
-    leaves no half piece, and writes every piece again.
-
-    Partitions are written in no set order: a key in two partitions
-    ends with either value; in one partition, with its last.
+    ``shards``. Each partition is split by the shard of its keys, and one
+    task per shard appends its piece of every partition, each piece as
+    one batch, in the partitions' order: a retried task leaves no half
+    piece. A key written in two partitions keeps its value from the
+    later one.
 
     Returns the number of pairs written, once computed
     (``compute_kwargs`` go to ``dask.compute``), or with
