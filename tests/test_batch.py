@@ -270,13 +270,23 @@ def test_an_encoded_batch_needs_a_writable_database_of_format_2(dbopen, dbpath, 
     with dbopen(tmp_path / "v2", "r") as reader, pytest.raises(semidbm.error, match="read-only"):
         reader._commit_encoded(GOOD)
     with dbopen(tmp_path / "v2", "c") as database:
-        for wrong in (bytearray(GOOD), None, GOOD.decode("latin-1")):
+        for wrong in (bytearray(GOOD), None, GOOD.decode("latin-1"), Sub(GOOD)):
             with pytest.raises(TypeError):
                 database._commit_encoded(wrong)
-        for wrong in (None, [(b"a", b"1")]):
+        # Exactly bytes: a subclass's __hash__ or __eq__ could change the dict mid-commit.
+        for wrong in (None, [(b"a", b"1")], Changing({b"a": b"1"}), {Sub(b"a"): b"1"},
+                      {b"a": Sub(b"1")}, {b"a": bytearray(b"1")}, {"a": b"1"}):
             with pytest.raises(TypeError):
                 database._commit_batch(wrong)
         assert len(database) == 0
+
+
+class Sub(bytes):
+    """Bytes of a subclass, which the kernels' private batch calls refuse."""
+
+
+class Changing(dict):
+    """A dict of a subclass, which the kernels' private batch calls refuse."""
 
 
 def apply(target, changes, model):

@@ -335,6 +335,16 @@ def test_a_bad_pair_is_refused_alike_in_c_and_in_python(pairs, error, message):
             split()
 
 
+@pytest.mark.parametrize("count", [0, -1])
+def test_no_shard_is_refused_alike_in_c_and_in_python(count):
+    store = compiled_store()
+    for split in (store._routed_split, store._routed_batches,
+                  functools.partial(sharded._split, rule="crc32"),
+                  functools.partial(sharded._batches, rule="crc32")):
+        with pytest.raises(ValueError, match="no shard"):
+            split([(b"a", b"1")], count)
+
+
 def test_encoded_batches_are_what_each_shard_commits(kernel, sharded_open, spath):
     pairs = [("k%d" % number, b"v%d" % number) for number in range(200)] + [("k3", "again")]
     with sharded_open(spath, "c", shards=4, format=2) as database:

@@ -137,6 +137,8 @@ NO_BATCHES = (
 )
 #: A batch larger than a batch record holds (with the limit).
 BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
+#: A batch's changes that are not bytes mapped to bytes or None (``Store._commit_batch``).
+BATCH_CHANGES = "a batch's changes map bytes to bytes (to None for a delete)"
 #: A record given to ``Store._commit_encoded`` that is not a sound batch record of puts alone.
 NOT_A_BATCH = (
     "not a semidbm batch record of puts: lengths, checksums and records must be those that "

@@ -420,8 +420,11 @@ class Store:
 
     def _commit_batch(self, changes):
         """``_interface.Store._commit_batch``: one batch record, ``_records.encode_batch``'s."""
-        if not isinstance(changes, dict):
-            raise TypeError("a batch's changes are a dict, not %s" % type(changes).__name__)
+        if type(changes) is not dict or not all(
+            type(key) is bytes and (value is None or type(value) is bytes)
+            for key, value in changes.items()
+        ):
+            raise TypeError(_messages.BATCH_CHANGES)
         with self._guard:
             self._check_writable("write")
             if not self._batches:
@@ -433,7 +436,7 @@ class Store:
 
     def _commit_encoded(self, record):
         """``_interface.Store._commit_encoded``: ``record`` checked by ``_records.batch_puts``."""
-        if not isinstance(record, bytes):
+        if type(record) is not bytes:
             raise TypeError("a batch record is bytes, not %s" % type(record).__name__)
         with self._guard:
             self._check_writable("write")

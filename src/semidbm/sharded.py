@@ -501,9 +501,10 @@ def _split_by_shard(
     return _split(pairs, len(shards), rule)
 
 
-def _split(pairs, count, rule):
+def _split(pairs: Iterable[Any], count: int, rule: str) -> list[dict[bytes, bytes]]:
     """:func:`_split_by_shard` among ``count`` shards, in Python (``Store._routed_split``'s
     twin)."""
+    _check_count(count)
     pieces: list[dict[bytes, bytes]] = [{} for _ in range(count)]
     for number, key, value in _routed_pairs(pairs, count, rule):
         pieces[number][key] = value
@@ -528,16 +529,25 @@ def _batches_by_shard(
     return _batches(pairs, len(shards), rule)
 
 
-def _batches(pairs, count, rule):
+def _batches(pairs: Iterable[Any], count: int, rule: str) -> list[bytes | None]:
     """:func:`_batches_by_shard` for ``count`` shards, in Python (``Store._routed_batches``'s
     twin)."""
+    _check_count(count)
     pieces: list[list[tuple[bytes, bytes]]] = [[] for _ in range(count)]
     for number, key, value in _routed_pairs(pairs, count, rule):
         pieces[number].append((key, value))
     return [encode_batch(piece)[0] if piece else None for piece in pieces]
 
 
-def _routed_pairs(pairs, count, rule):
+def _check_count(count: int) -> None:
+    """Refuse a count of shards below one, as the compiled kernel's routing does."""
+    if count < 1:
+        raise ValueError("no shard")
+
+
+def _routed_pairs(
+    pairs: Iterable[Any], count: int, rule: str
+) -> Iterator[tuple[int, bytes, bytes]]:
     """Each pair of ``pairs`` as ``(shard, key, value)``: bytes, checked as ``update`` checks
     them, and the shard of ``count`` the hash ``rule`` gives the key."""
     route = HASH_RULES[rule]

@@ -3,6 +3,9 @@
 # enter the index, all in C without releasing the GIL, so that no other
 # thread sees a part of it (docs/FORMAT.md, "Batches").
 
+from cpython.bytes cimport PyBytes_CheckExact
+from cpython.dict cimport PyDict_Next
+
 
 cdef object batch_commit(Store store, dict changes):
     """``_interface.Store._commit_batch``: ``changes`` as one batch record.
@@ -11,9 +14,13 @@ cdef object batch_commit(Store store, dict changes):
     for a delete. A delete of a key that is not live is left out (this
     semidbm never writes one), and nothing is written if nothing is
     left. The dict is read in place, twice (sizes, then records): no
-    Python code runs in between that could change it. Room in the
-    table for every put is made before the record is appended, so that
-    nothing fails between the append and the index's update.
+    Python code runs in between that could change it, since keys and
+    values must be bytes exactly (a subclass's ``__hash__`` or
+    ``__eq__``, which the set of left-out deletes calls, could), and
+    ``batch_record`` checks that the records fill the size counted.
+    Room in the table for every put is made before the record is
+    appended, so that nothing fails between the append and the index's
+    update.
     """
     cdef Py_ssize_t position = 0
     cdef PyObject* key
@@ -28,10 +35,10 @@ cdef object batch_commit(Store store, dict changes):
     if store.index.table.pending_count:
         keys_apply_pending(store)
     while PyDict_Next(changes, &position, &key, &value):
-        if not PyBytes_Check(<object>key) or not (
-            <object>value is None or PyBytes_Check(<object>value)
+        if not PyBytes_CheckExact(<object>key) or not (
+            <object>value is None or PyBytes_CheckExact(<object>value)
         ):
-            raise TypeError("a batch's changes map bytes to bytes (to None for a delete)")
+            raise TypeError(_messages.BATCH_CHANGES)
         if <object>value is None:
             if keys_find(store, PyBytes_AS_STRING(<object>key), PyBytes_GET_SIZE(<object>key),
                          hash_key(store.index.seed, PyBytes_AS_STRING(<object>key),
@@ -69,12 +76,19 @@ cdef bytes batch_record(dict changes, set dead, Py_ssize_t body_size):
     cdef bytes record = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + body_size)
     cdef char* body = PyBytes_AS_STRING(record) + RECORD_OVERHEAD
     cdef char* out = body
+    cdef Py_ssize_t size
     while PyDict_Next(changes, &position, &key, &value):
         if dead and <object>key in dead:
             continue
+        size = RECORD_OVERHEAD + PyBytes_GET_SIZE(<object>key) + (
+            0 if <object>value is None else PyBytes_GET_SIZE(<object>value))
+        if size > body_size - (out - body):
+            raise RuntimeError("a semidbm batch changed while it was committed")
         out += encode_record(out, PyBytes_AS_STRING(<object>key), PyBytes_GET_SIZE(<object>key),
                              NULL if <object>value is None else PyBytes_AS_STRING(<object>value),
                              0 if <object>value is None else PyBytes_GET_SIZE(<object>value))
+    if out - body != body_size:
+        raise RuntimeError("a semidbm batch changed while it was committed")
     encode_lengths(PyBytes_AS_STRING(record), body_size, BATCH)
     store_be32(PyBytes_AS_STRING(record) + LENGTHS_SIZE, crc32(0, body, body_size))
     return record
