@@ -78,6 +78,8 @@ class Checker:
 
 #: The kinds of writes the writer makes, each counted.
 WRITES = ("sets", "deletes", "syncs", "compactions")
+#: A roll of the writer's dice that makes each kind of write (``writer``'s thresholds).
+ROLL_FOR = {"sets": 0.0, "deletes": 0.8, "syncs": 0.96, "compactions": 0.9995}
 
 
 def writer(path, kernel_name, seconds, seed, result_path):
@@ -123,16 +125,18 @@ def writer(path, kernel_name, seconds, seed, result_path):
     model = {}
     version = 0
     deadline = time.monotonic() + seconds
-    # On a loaded machine (its fsyncs slow) the writer may make too few writes in that time
-    # for the rarest of them, a compaction: it then goes on until it has made each kind, for
-    # up to as long again.
+    # On a loaded machine (its fsyncs slow: a tenth of a second each when another job fills
+    # the disk) the writer may make too few writes in that time for the rarest of them, a
+    # compaction (one in a thousand): past the deadline it makes each kind it has not made
+    # yet, for up to as long again.
     last = deadline + seconds
     try:
         while True:
             now = time.monotonic()
-            if now >= deadline and (now >= last or all(counts[kind] for kind in WRITES)):
+            missing = [kind for kind in WRITES if not counts[kind]]
+            if now >= deadline and (now >= last or not missing):
                 break
-            roll = rng.random()
+            roll = ROLL_FOR[missing[0]] if now >= deadline and missing else rng.random()
             key = b"k%d" % rng.randrange(KEYSPACE)
             if roll < 0.70:
                 version += 1
