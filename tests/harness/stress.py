@@ -125,18 +125,17 @@ def writer(path, kernel_name, seconds, seed, result_path):
     model = {}
     version = 0
     deadline = time.monotonic() + seconds
-    # On a loaded machine (its fsyncs slow: a tenth of a second each when another job fills
-    # the disk) the writer may make too few writes in that time for the rarest of them, a
-    # compaction (one in a thousand): past the deadline it makes each kind it has not made
-    # yet, for up to as long again.
-    last = deadline + seconds
+    # On a loaded machine (its fsyncs slow: a second each when other jobs fill the disk and
+    # the processors) the writer may make too few writes in that time for the rarest of them,
+    # a compaction (one in a thousand): past the deadline it makes each kind it has not made
+    # yet, one write each, the readers still reading.
     try:
         while True:
-            now = time.monotonic()
             missing = [kind for kind in WRITES if not counts[kind]]
-            if now >= deadline and (now >= last or not missing):
+            past = time.monotonic() >= deadline
+            if past and not missing:
                 break
-            roll = ROLL_FOR[missing[0]] if now >= deadline and missing else rng.random()
+            roll = ROLL_FOR[missing[0]] if past else rng.random()
             key = b"k%d" % rng.randrange(KEYSPACE)
             if roll < 0.70:
                 version += 1
