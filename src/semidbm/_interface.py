@@ -328,9 +328,12 @@ class Store(Protocol):
     def _commit_batch(self, changes: Dict[bytes, Optional[bytes]]) -> None:
         """Append ``changes`` as one batch record and apply them (``_batch.Batch`` calls it).
 
-        ``changes`` maps each key (bytes) to its value (bytes), or to None
-        for a delete, in the order the record lists them. Deletes of keys that are not live
-        are left out, and nothing is written if nothing is left. No other
+        ``changes``, a dict, maps each key to its value, or to None for a
+        delete, in the order the record lists them; keys and values are
+        bytes exactly (TypeError, ``_messages.BATCH_CHANGES``, for a
+        subclass too: its hashing could change the dict mid-commit).
+        Deletes of keys that are not live are left out, and nothing is
+        written if nothing is left. No other
         thread sees part of the batch (docs/FORMAT.md, "Batches").
         Refused (DBMError) unless the store is writable, open and of
         format 2 (``_messages.NO_BATCHES``).
@@ -339,12 +342,13 @@ class Store(Protocol):
     def _commit_encoded(self, record: bytes) -> None:
         """Append the batch record ``record`` and apply it, as ``_commit_batch`` does its own.
 
-        ``record`` is a batch record of puts (a kernel's
-        ``Store._routed_batches``, or ``_records.encode_batch``, made it),
-        checked whole first, as a replay checks a batch: ValueError
-        (``_messages.NOT_A_BATCH``) and nothing written unless it is one
-        whole batch record of sound put records. Refused as
-        ``_commit_batch`` is on a store without batches.
+        ``record`` is bytes exactly (TypeError otherwise), a batch record
+        of puts (a kernel's ``Store._routed_batches``, or
+        ``_records.encode_batch``, made it), checked whole first, as a
+        replay checks a batch: ValueError (``_messages.NOT_A_BATCH``) and
+        nothing written unless it is one whole batch record of sound put
+        records. Refused as ``_commit_batch`` is on a store without
+        batches.
         """
 
     def refresh(self) -> None:
