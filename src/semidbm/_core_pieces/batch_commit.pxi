@@ -28,12 +28,8 @@ cdef object batch_commit(Store store, dict changes):
     cdef Py_ssize_t body_size = 0
     cdef Py_ssize_t puts = 0
     cdef uint64_t offset
-    cdef bytes record
     cdef set dead = set()  # the deletes left out
-    if not store.log.batches:
-        raise DBMError(_messages.NO_BATCHES % ((store.path,) + tuple(store.version)))
-    if store.index.table.pending_count:
-        keys_apply_pending(store)
+    batch_prepare(store)
     while PyDict_Next(changes, &position, &key, &value):
         if not PyBytes_CheckExact(<object>key) or not (
             <object>value is None or PyBytes_CheckExact(<object>value)
@@ -55,7 +51,22 @@ cdef object batch_commit(Store store, dict changes):
             raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
     if not body_size:
         return None
-    record = batch_record(changes, dead, body_size)
+    return batch_store(store, batch_record(changes, dead, body_size), body_size, puts)
+
+
+cdef int batch_prepare(Store store) except -1:
+    """Refuse a store without batches (DBMError), then apply its pending index updates."""
+    if not store.log.batches:
+        raise DBMError(_messages.NO_BATCHES % ((store.path,) + tuple(store.version)))
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    return 0
+
+
+cdef object batch_store(Store store, bytes record, Py_ssize_t body_size, Py_ssize_t puts):
+    """Append the batch record ``record`` (its body ``body_size`` bytes, ``puts`` of its records
+    puts) and apply it to the index, room in the table made first."""
+    cdef uint64_t offset
     if puts and not table_has_room(&store.index.table, puts - 1):
         table_grow(&store.index.table, store.index.table.count + puts)
     offset = store.append_encoded(record)
@@ -107,9 +118,7 @@ cdef object batch_append(Store store, bytes record):
     cdef uint64_t size = <uint64_t>PyBytes_GET_SIZE(record)
     cdef int32_t body_size
     cdef Py_ssize_t puts
-    cdef uint64_t offset
-    if not store.log.batches:
-        raise DBMError(_messages.NO_BATCHES % ((store.path,) + tuple(store.version)))
+    batch_prepare(store)
     body_size = <int32_t>load_be32(data) if size >= LENGTHS_SIZE else 0
     if size < RECORD_OVERHEAD or <int32_t>load_be32(data + 4) != BATCH or body_size <= 0 or (
         <uint64_t>body_size + RECORD_OVERHEAD != size
@@ -120,13 +129,7 @@ cdef object batch_append(Store store, bytes record):
     puts = batch_puts(data + RECORD_OVERHEAD, body_size)
     if puts < 0:
         raise ValueError(_messages.NOT_A_BATCH)
-    if store.index.table.pending_count:
-        keys_apply_pending(store)
-    if not table_has_room(&store.index.table, puts - 1):
-        table_grow(&store.index.table, store.index.table.count + puts)
-    offset = store.append_encoded(record)
-    batch_index(store, offset, data, body_size)
-    return None
+    return batch_store(store, record, body_size, puts)
 
 
 cdef Py_ssize_t batch_puts(const char* body, int32_t body_size) noexcept nogil:

@@ -128,21 +128,28 @@ cdef int bulk_put_pairs(Store store, BulkRun* run, object pairs) except -1:
     if waiting:
         bulk_reserve(store, len(pairs))
     for item in pairs:
-        if type(item) is not tuple:
-            bulk_store_run(store, run)  # making it a tuple may run code
-            try:
-                item = tuple(item)
-            except TypeError:
-                raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
-        if len(<tuple>item) != 2:
-            bulk_store_run(store, run)
-            raise ValueError(_messages.NOT_TWO % (number, len(<tuple>item)))
+        if type(item) is not tuple or len(<tuple>item) != 2:
+            bulk_store_run(store, run)  # making it a tuple may run code, or it raises
+            item = bulk_pair(item, number)
         key = (<tuple>item)[0]
         value = (<tuple>item)[1]
         item = None  # so that zip() may reuse its tuple for the next pair
         bulk_put_item(store, run, key, value, waiting)
         number += 1
     return 0
+
+
+cdef tuple bulk_pair(object item, Py_ssize_t number):
+    """Item ``number`` of ``update``'s pairs as a tuple of two, as ``dict.update`` takes it
+    (``_records.as_pair``): TypeError if it is not a sequence, ValueError if not of two."""
+    if type(item) is not tuple:
+        try:
+            item = tuple(item)
+        except TypeError:
+            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
+    if len(<tuple>item) != 2:
+        raise ValueError(_messages.NOT_TWO % (number, len(<tuple>item)))
+    return <tuple>item
 
 
 cdef int bulk_put_item(Store store, BulkRun* run, object key, object value, bint waiting) except -1:

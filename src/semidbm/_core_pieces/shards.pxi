@@ -84,21 +84,15 @@ cdef list shards_get_many(list shards, object keys, object default):
 cdef tuple shards_pair(object item, Py_ssize_t number):
     """Item ``number`` of ``update``'s pairs as a tuple of bytes: key and value.
 
-    Checked as ``update`` checks it (``_records.as_pair``), then its key
-    and value converted and checked by ``_records.as_bytes``, which is
+    Checked as ``update`` checks it (``bulk_pair``), then its key and
+    value converted and checked by ``_records.as_bytes``, which is
     called for anything but bytes.
     """
-    if type(item) is not tuple:
-        try:
-            item = tuple(item)
-        except TypeError:
-            raise TypeError(_messages.NOT_A_PAIR % (number, type(item).__name__)) from None
-    if len(<tuple>item) != 2:
-        raise ValueError(_messages.NOT_TWO % (number, len(<tuple>item)))
-    key = (<tuple>item)[0]
-    value = (<tuple>item)[1]
+    cdef tuple pair = bulk_pair(item, number)
+    key = pair[0]
+    value = pair[1]
     if PyBytes_CheckExact(key) and PyBytes_CheckExact(value):
-        return <tuple>item
+        return pair
     return (key if PyBytes_CheckExact(key) else as_bytes(key, "keys"),
             value if PyBytes_CheckExact(value) else as_bytes(value, "values"))
 
