@@ -76,10 +76,16 @@ class Checker:
         self.check(key, value)
 
 
-#: The kinds of writes the writer makes, each counted.
-WRITES = ("sets", "deletes", "syncs", "compactions")
-#: A roll of the writer's dice that makes each kind of write (``writer``'s thresholds).
-ROLL_FOR = {"sets": 0.0, "deletes": 0.8, "syncs": 0.96, "compactions": 0.9995}
+#: The kinds of writes the writer makes, each counted, and the share of a roll of its dice
+#: (from 0 to 1) up to which it makes each: 70% sets, 25% deletes, 4.9% syncs, the rest
+#: compactions.
+WRITE_SHARES = (("sets", 0.70), ("deletes", 0.95), ("syncs", 0.999), ("compactions", 1.0))
+WRITES = tuple(kind for kind, _ in WRITE_SHARES)
+
+
+def kind_of(roll):
+    """The kind of write a roll of the writer's dice, from 0 to 1, makes (``WRITE_SHARES``)."""
+    return next(kind for kind, bound in WRITE_SHARES if roll < bound)
 
 
 def writer(path, kernel_name, seconds, seed, result_path):
@@ -135,24 +141,21 @@ def writer(path, kernel_name, seconds, seed, result_path):
             past = time.monotonic() >= deadline
             if past and not missing:
                 break
-            roll = ROLL_FOR[missing[0]] if past else rng.random()
+            kind = missing[0] if past else kind_of(rng.random())
             key = b"k%d" % rng.randrange(KEYSPACE)
-            if roll < 0.70:
+            if kind == "sets":
                 version += 1
                 database[key] = value_of(key, version)
                 model[key] = version
-                counts["sets"] += 1
-            elif roll < 0.95:
+            elif kind == "deletes":
                 if key in model:
                     del database[key]
                     del model[key]
-                counts["deletes"] += 1
-            elif roll < 0.999:
+            elif kind == "syncs":
                 database.sync()
-                counts["syncs"] += 1
             else:
                 database.compact()
-                counts["compactions"] += 1
+            counts[kind] += 1
     finally:
         stop.set()
         for thread in threads:
