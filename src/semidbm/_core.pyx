@@ -28,7 +28,7 @@ from cpython.bytes cimport (
 )
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Check
-from libc.errno cimport EINTR, errno
+from libc.errno cimport EBUSY, EINTR, errno
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
@@ -155,10 +155,14 @@ cdef class Store:
     # and turn_follow in C).
     cdef uint64_t data_device
     cdef uint64_t data_inode
-    # For a shared writer's turns in C (turn_follow): lock.write's count of data
-    # files replaced, mapped at its first (or NULL), and the count at which a stat
-    # last found data to be the file open here, if one has (replacements_known).
-    cdef const volatile uint64_t* replacements
+    # For a shared writer's turns in C (turns.pxi): lock.write, mapped at the first
+    # (or NULL), whether its turns are the mutex in it (else an flock), whether a turn
+    # in C holds the turn (a release then leaves the map to turn_release), and the
+    # count of replaced data files at which a stat last found data to be the file
+    # open here, if one has (replacements_known).
+    cdef volatile semidbm_turns* turns
+    cdef bint mutex_turns
+    cdef bint turn_taken
     cdef uint64_t replacements_seen
     cdef bint replacements_known
     # The open database directory's descriptor (_files.Directory.fd), or -1.
@@ -167,7 +171,7 @@ cdef class Store:
     def __cinit__(self):
         self.fd = -1
         self.directory_fd = -1
-        self.replacements = NULL
+        self.turns = NULL
         self.replacements_known = False
         self.log.map = NULL
         self.log.buffer = NULL
@@ -228,10 +232,10 @@ cdef class Store:
             semidbm_close(self.fd)
             self.fd = -1
         self.directory_fd = -1  # closed with the directory below
-        if self.replacements != NULL:
-            semidbm_unmap_counter(self.replacements)
-            self.replacements = NULL
-            self.replacements_known = False
+        if self.turns != NULL and not self.turn_taken:
+            semidbm_unmap_turns(self.turns)
+            self.turns = NULL
+        self.replacements_known = False
         free(self.log.buffer)
         self.log.buffer = NULL
         self.buffer_used = 0

@@ -30,9 +30,10 @@ import sys
 import threading
 import time
 
+from . import _turn_mutex
 from ._files import BINARY, file_identity, os_error
 from .errors import DBMError
-from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME, WRITE_LOCK_SIZE
+from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME
 
 #: The errors of a lock that another holds.
 _BUSY = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK, errno.EDEADLK)
@@ -266,9 +267,10 @@ def writer_active(directory):
         os.close(fd)
 
 
-#: The turn file of each turn this process holds (by identity), with the thread holding
-#: it: a thread that asks, through another handle, for a turn it holds would wait for itself.
-_turns_held: dict[tuple[int, int], int] = {}
+#: The turn file of each turn this process holds (by identity, "device:inode"), with the thread
+#: holding it: a thread that asks, through another handle, for a turn it holds would wait for
+#: itself.
+_turns_held: dict[str, int] = {}
 if hasattr(os, "register_at_fork"):
     # A forked child holds none: its threads are not those of the parent.
     os.register_at_fork(after_in_child=_turns_held.clear)
@@ -279,25 +281,32 @@ class SharedLock:
 
     Membership is a shared lock on ``lock``, held while the database is
     open: an exclusive writer is refused while any shared writer is
-    there, and a shared writer while an exclusive one is. A turn is an
-    exclusive lock on ``lock.write``, held for one operation (or one
-    batch, or one :meth:`semidbm.Database.locked` block): the holder
-    alone appends to the log, cuts it, compacts it or writes the index
-    file. ``flock`` belongs to the open file, which every thread of the
-    process shares, so a mutex first makes the threads take turns among
-    themselves, within the same timeout. A turn taken inside another of
-    the same thread (an operation inside a batch) only counts: ``enter``
-    returns its depth, and ``leave`` goes back to the depth below it, so
-    that a ``leave`` that an exception from a signal handler skipped is
-    made good by the one of the turn around it. The operating system
-    drops both locks when the process dies, however it dies; closing
-    drops them too, whatever state a turn was left in.
+    there, and a shared writer while an exclusive one is. A turn is held
+    for one operation (or one batch, or one
+    :meth:`semidbm.Database.locked` block): the holder alone appends to
+    the log, cuts it, compacts it or writes the index file. Where the C
+    library is glibc, the turn is the robust mutex in ``lock.write``
+    (``_turn_mutex``), and membership also a shared lock on
+    ``lock.write``; elsewhere, an exclusive lock on ``lock.write``. A
+    turn taken here first takes a mutex of the process (``_mutex``),
+    which makes its threads take turns among themselves within the same
+    timeout (a turn taken in C with mutex turns leaves it alone: the
+    mutex in ``lock.write`` belongs to one thread, and keeps the others
+    out itself). A turn taken inside
+    another of the same thread (an operation inside a batch) only
+    counts: ``enter`` returns its depth, and ``leave`` goes back to the
+    depth below it, so that a ``leave`` that an exception from a signal
+    handler skipped is made good by the one of the turn around it. The
+    operating system drops the locks when the process dies, however it
+    dies, and the mutex's next taker is told that its holder died;
+    closing drops them too, whatever state a turn was left in, but for a
+    mutex that another thread holds (below, ``leave``).
     """
 
     # Slots: a turn taken in C reads and sets some of them at every operation.
     __slots__ = (
         "_directory", "_timeout", "_mutex", "_owner", "_depth", "_fd", "_turn_fd", "_turn_key",
-        "_count_ready",
+        "_count_ready", "_turns", "_taker", "_stranded",
     )
 
     #: The turns this process holds (``_turns_held``), for a turn taken in C.
@@ -311,12 +320,18 @@ class SharedLock:
         self._depth = 0
         self._fd = self._turn_fd = -1
         self._count_ready = False
+        self._turns = None  # the TurnMutex, where turns are one
+        self._taker = None  # the native id of the thread that took the mutex, in a turn
+        self._stranded = None  # the thread that holds the mutex past the end of its turn
         fd = _open_lock_file(directory, LOCK_NAME, mode)
         try:
             if not _lock_for_writer(fd, shared=True):
                 raise _refusal(fd, directory)
             self._turn_fd = _open_lock_file(directory, WRITE_LOCK_NAME, mode)
-            self._turn_key = file_identity(self._turn_fd)
+            # A string: its hash is kept, which a turn in C, marking it in _turns_held, reuses.
+            self._turn_key = "%d:%d" % file_identity(self._turn_fd)
+            if _turn_mutex.available():
+                self._turns = self._join_turns()
         except BaseException:
             if self._turn_fd >= 0:
                 os.close(self._turn_fd)
@@ -324,6 +339,81 @@ class SharedLock:
             os.close(fd)
             raise
         self._fd = fd
+
+    def _join_turns(self):
+        """Join the turns of ``lock.write``: its ``TurnMutex``, or None for ``flock`` turns.
+
+        Every shared writer with mutex turns holds a shared ``flock`` on
+        ``lock.write`` while open, so one that has it exclusively is the
+        only such writer: it writes ``lock.write`` anew (keeping the count
+        of replaced data files), with a new mutex, since one left by
+        writers gone may be held by a thread that no longer exists (a
+        machine restarted; the mutex is robust only for holders that die
+        while the machine runs); the kind last, once the mutex is made.
+        Only then does it share the lock. Another waits for the shared
+        lock (an exclusive one is held by such a first writer, or by a turn
+        where turns are an ``flock``), for up to the timeout, and joins what
+        it finds: a mutex of its kind; the kind 0 as ``flock`` turns (a
+        filesystem that cannot map ``lock.write``, or writers of an earlier
+        semidbm), holding no lock on ``lock.write`` between turns; another
+        kind (another C library's layout) is refused.
+        """
+        fd = self._turn_fd
+        try:
+            if _try_lock(fd, shared=False):
+                return self._make_turns()
+            self._wait(lambda: _try_lock(fd, shared=True))
+            raw = os.pread(fd, _turn_mutex.SIZE, 0)
+        except OSError as exc:
+            if isinstance(exc, DBMError):
+                raise
+            raise os_error(exc, "cannot lock semidbm database") from None
+        kind = _turn_mutex.LAYOUT.unpack_from(raw.ljust(_turn_mutex.SIZE, b"\0"))[1]
+        if kind == 0:
+            _unlock(fd)
+            return None
+        if len(raw) < _turn_mutex.SIZE or kind != _turn_mutex.KIND:
+            raise DBMError(
+                errno.EAGAIN,
+                "semidbm database is open by shared writers that take turns another way "
+                "(kind %#x in lock.write: another C library's process?); close them first"
+                % kind,
+                self._directory,
+            )
+        return _turn_mutex.TurnMutex(fd)
+
+    def _make_turns(self):
+        """Write ``lock.write`` anew, as its only writer (its exclusive lock held), and share
+        the lock: the ``TurnMutex``, or None (``lock.write`` unlocked) where the file cannot
+        be mapped, and turns are an ``flock``."""
+        fd = self._turn_fd
+        turns = None
+        try:
+            count = _COUNT.unpack(os.pread(fd, _COUNT.size, 0).ljust(_COUNT.size, b"\0"))[0]
+            fresh = _turn_mutex.LAYOUT.pack(count, 0, 0, 0, 0, 0)
+            os.pwrite(fd, fresh.ljust(_turn_mutex.SIZE, b"\0"), 0)
+            try:
+                turns = _turn_mutex.TurnMutex(fd)
+            except OSError:  # no shared map of lock.write here: turns are an flock
+                return None
+            turns.initialize()
+            os.pwrite(fd, _KIND.pack(_turn_mutex.KIND), _turn_mutex.KIND_AT)
+        except BaseException:
+            if turns is not None:
+                turns.close()
+                turns = None
+            raise
+        finally:
+            if turns is None:
+                _unlock(fd)
+        try:
+            # Exclusive to shared: another writer's exclusive hold, if one comes between
+            # the two, is as short as this one.
+            self._wait(lambda: _try_lock(fd, shared=True))
+        except BaseException:
+            turns.close()
+            raise
+        return turns
 
     def enter(self, follow=None):
         """Begin a turn: wait for ``lock.write``, then call ``follow()`` (catch up with the log).
@@ -338,7 +428,7 @@ class SharedLock:
         if self._owner == me:
             self._depth += 1
             return self._depth
-        if _turns_held.get(self._turn_key) == me:
+        if _turns_held.get(self._turn_key) == me and self._stranded != me:
             raise DBMError(
                 errno.EDEADLK,
                 "this thread holds the write lock of semidbm database through another "
@@ -351,14 +441,20 @@ class SharedLock:
             if self._turn_fd < 0:
                 self._mutex.release()
                 return 0
-            self._wait_for_turn()
+            if self._stranded == me:  # this thread has held the mutex since a turn of its own
+                self._stranded = None
+            else:
+                self._wait(self._take_turn)
         except BaseException:
+            self._give_lost_take()
             self._mutex.release()
             raise
         self._owner, self._depth = me, 1
         _turns_held[self._turn_key] = me
         try:
-            if not self._count_ready:
+            if self._turns is not None:
+                self._turns.began()
+            elif not self._count_ready:
                 self._ready_count()
             if follow is not None:
                 follow()
@@ -367,29 +463,91 @@ class SharedLock:
             raise
         return 1
 
-    def leave(self, publish, depth):
-        """End the turn of ``depth`` that :meth:`enter` began; the outermost calls ``publish()``
-        (which writes what the turn buffered to the file: no buffered write outlives the turn),
-        then unlocks.
+    def leave(self, database, depth):
+        """End the turn of ``depth`` that :meth:`enter` began; the outermost writes what the turn
+        buffered to the file (``database._publish()``, unless ``database`` is None: no buffered
+        write outlives the turn), then unlocks.
 
         Another thread may end it (a generator suspended in a ``locked()``
-        block, closed there): the mutex is a plain lock, which any thread
-        may release.
+        block, closed there): the process's mutex is a plain lock, which
+        any thread may release, and so is an ``flock``. But a pthread
+        mutex is given back only by the thread that took it: ended by
+        another thread, the turn is *stranded*, its mutex held by the
+        thread that began it until that thread begins another turn of
+        this handle (which takes it over), or ends (the mutex's next taker
+        is then told that its holder died). If that thread has ended
+        already, the mutex is no longer this process's, so the turn's
+        buffered writes cannot be written: the handle becomes read-only
+        without writing them (``_disown``), and DBMError (``EOWNERDEAD``)
+        says so.
         """
         if depth > 1:
             self._depth = depth - 1
             return
+        owner, mutex = self._owner, self._mutex  # as they are, before a _disown forgets them
+        stranded = self._turns is not None and threading.get_ident() != owner
         try:
-            if publish is not None and self._turn_fd >= 0:
-                publish()
+            if database is not None and self._turn_fd >= 0:
+                if stranded and not self._turns.held_by(self._taker):
+                    stranded = False  # nothing to keep
+                    _turns_held.pop(self._turn_key, None)
+                    database._disown()
+                    raise DBMError(
+                        errno.EOWNERDEAD,
+                        "the turn of semidbm database ended with the thread that began it; "
+                        "the writes it buffered were not written, and this handle is now "
+                        "read-only",
+                        self._directory,
+                    )
+                database._publish()
         finally:
             self._owner, self._depth = None, 0
-            _turns_held.pop(self._turn_key, None)
+            if not stranded:  # a stranded turn stays this thread's for its other handles
+                _turns_held.pop(self._turn_key, None)
             try:
                 if self._turn_fd >= 0:
-                    _unlock(self._turn_fd)
+                    if stranded:
+                        self._stranded = owner
+                    else:
+                        self._give_turn()
             finally:
-                self._mutex.release()
+                mutex.release()
+
+    def _take_turn(self):
+        """Take the turn without waiting: True if taken, False if another holds it.
+
+        The taker is noted before the mutex is taken, so that an exception
+        from a signal handler that lands just after cannot leave it taken
+        unknown to this lock (``_give_lost_take``). A mutex that this thread
+        holds unknown to any turn (left so by such an exception, through
+        another lock of the database: a turn of this thread through
+        another handle is refused before this) is taken over.
+        """
+        turns = self._turns
+        if turns is None:
+            return _try_lock(self._turn_fd, shared=False)
+        native = threading.get_native_id()
+        self._taker = native
+        if turns.take() or turns.held_by(native):
+            self._stranded = None
+            return True
+        self._taker = None
+        return False
+
+    def _give_lost_take(self):
+        """Give back the mutex that this thread took for a turn that did not begin (its wait was
+        cut short by an exception after the mutex was taken)."""
+        turns, native = self._turns, threading.get_native_id()
+        if turns is not None and self._taker == native and turns.held_by(native):
+            self._give_turn()
+
+    def _give_turn(self):
+        """Give the turn back (an unlock, or the mutex given back by the thread that took it)."""
+        if self._turns is None:
+            _unlock(self._turn_fd)
+        else:
+            self._taker = None
+            self._turns.give()
 
     def _ready_count(self):
         """Write ``lock.write``'s count back as it is (zeros where the file is shorter), in the
@@ -408,10 +566,10 @@ class SharedLock:
     def _read_count(self):
         """``lock.write``'s count of replaced data files (missing bytes read as zeros)."""
         try:
-            raw = os.pread(self._turn_fd, WRITE_LOCK_SIZE, 0)
+            raw = os.pread(self._turn_fd, _COUNT.size, 0)
         except OSError as exc:
             raise os_error(exc, "cannot read the lock file of semidbm database") from None
-        return _COUNT.unpack(raw.ljust(WRITE_LOCK_SIZE, b"\0"))[0]
+        return _COUNT.unpack(raw.ljust(_COUNT.size, b"\0"))[0]
 
     def count_replacement(self):
         """Count, in ``lock.write``, a replacement of the data file this turn is about to make.
@@ -431,13 +589,14 @@ class SharedLock:
         except OSError as exc:
             raise os_error(exc, "cannot write the lock file of semidbm database") from None
 
-    def _wait_for_turn(self):
-        """Take ``lock.write``, polling, for up to the timeout; DBMError (ETIMEDOUT) after it.
+    def _wait(self, attempt):
+        """Call ``attempt()`` (a try to take the turn, or ``lock.write``'s shared lock), polling,
+        until it gives True, for up to the timeout; DBMError (ETIMEDOUT) after it.
 
-        A compaction holds the lock for as long as it copies the log: the
+        A compaction holds the turn for as long as it copies the log: the
         deadline moves on while ``data.compact`` grows.
         """
-        if _try_lock(self._turn_fd, shared=False):
+        if attempt():
             return
         timeout = self._timeout
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -445,7 +604,7 @@ class SharedLock:
         compacted = _compaction_size(self._directory)
         while True:
             time.sleep(pause)
-            if _try_lock(self._turn_fd, shared=False):
+            if attempt():
                 return
             pause = min(2 * pause, _LONGEST_TURN_PAUSE)
             if deadline is not None and time.monotonic() >= deadline:
@@ -457,7 +616,11 @@ class SharedLock:
 
     def _timed_out(self):
         """The DBMError of a turn not had within the timeout, naming the holder if it can."""
-        holder = _turn_holder(self._turn_fd)
+        if self._turns is None:
+            holder = _turn_holder(self._turn_fd)
+        else:
+            holder = self._turns.holder()
+            holder = holder if holder and _alive(holder) else None
         return DBMError(
             errno.ETIMEDOUT,
             "waited %g s for the write lock of semidbm database; %s holds it "
@@ -473,10 +636,16 @@ class SharedLock:
         to end; a turn of this thread (close inside a ``locked()`` block)
         just ends with it.
         """
-        waited = self._owner != threading.get_ident() and self._mutex.acquire(
+        me = threading.get_ident()
+        waited = self._owner != me and self._mutex.acquire(
             timeout=-1 if self._timeout is None else self._timeout
         )
         try:
+            native = threading.get_native_id()
+            if self._turns is not None and self._taker == native and self._turns.held_by(native):
+                self._give_turn()  # this thread's turn here, or its stranded mutex
+                self._owner = self._stranded = None
+                _turns_held.pop(self._turn_key, None)
             self._close_files()
         finally:
             if waited:
@@ -488,14 +657,25 @@ class SharedLock:
         The parent's locks belong to the open files the child shares: a
         turn the parent holds must go on being held.
         """
+        self._close_files()
         self._mutex = threading.Lock()
         self._owner, self._depth = None, 0
-        self._close_files()
+        self._stranded = self._taker = None  # the parent's threads, not this child's
 
     def _close_files(self):
-        """Close both lock files (closing the last descriptor of a file unlocks it)."""
-        fds = (self._fd, self._turn_fd)
+        """Close both lock files (closing the last descriptor of a file unlocks it), and unmap
+        the mutex; but while a thread of this process holds the mutex (stranded, say, or a
+        turn in C of another thread), the map stays, since that thread's list of robust
+        mutexes points into it, and so does ``lock.write`` open, whose shared lock keeps the
+        next writer from making the mutex anew under it (``_kept_maps``)."""
+        fds = [self._fd, self._turn_fd]
         self._fd = self._turn_fd = -1
+        turns, self._turns = self._turns, None
+        if turns is not None:
+            if turns.held_here():
+                _kept_maps.append((turns, fds.pop()))
+            else:
+                turns.close()
         if self._owner is not None:
             _turns_held.pop(self._turn_key, None)
         for fd in fds:
@@ -509,6 +689,13 @@ class SharedLock:
 #: ``lock.write``'s count of replaced data files: in the machine's byte order, as the
 #: compiled kernel reads it through its own map (the file is never read on another machine).
 _COUNT = struct.Struct("=Q")
+
+#: ``lock.write``'s kind of turns (``_turn_mutex.KIND_AT``), in the machine's byte order.
+_KIND = struct.Struct("=I")
+
+#: The maps of ``lock.write`` of closed shared writers whose mutex a thread of this process
+#: held, with the file's descriptor (``SharedLock._close_files``): never unmapped nor closed.
+_kept_maps: list[tuple[_turn_mutex.TurnMutex, int]] = []
 
 
 def _compaction_size(directory):

@@ -89,7 +89,7 @@ def _in_turn(method: Callable[..., Any], replaces: bool = False) -> Callable[...
                 lock.count_replacement()
             return method(self, *args, **kwds)
         finally:
-            lock.leave(self._publish, depth)
+            lock.leave(self, depth)
 
     return in_turn
 
@@ -125,7 +125,7 @@ class TurnBatch(Batch):
             if self._turn:
                 depth, self._turn = self._turn, 0
                 database = self._database
-                database._lock.leave(database._publish, depth)  # type: ignore[attr-defined]
+                database._lock.leave(database, depth)  # type: ignore[attr-defined]
 
 
 def shared_class(
@@ -194,7 +194,7 @@ def shared_class(
         try:
             yield self
         finally:
-            lock.leave(self._publish, depth)
+            lock.leave(self, depth)
 
     members.update(
         __slots__=(),

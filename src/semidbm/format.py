@@ -54,8 +54,10 @@ COMPACT_NAME = "data.compact"
 LOCK_NAME = "lock"
 #: The file shared writers take turns on, one operation at a time (never replaced).
 WRITE_LOCK_NAME = "lock.write"
-#: The bytes of ``lock.write``: the count of data files shared writers replaced (FORMAT.md).
-WRITE_LOCK_SIZE = 8
+#: The bytes of ``lock.write`` where shared writers' turns are its mutex (FORMAT.md, "Shared
+#: writers"); where they are an ``flock``, it holds only its first 8, the count of data files
+#: that shared writers replaced.
+WRITE_LOCK_SIZE = 128
 #: Prefix of the files that keep torn tails cut from ``data``.
 TORN_PREFIX = "data.torn-"
 #: The index file: a cache of the compiled kernel's table for a first part of the log.

@@ -25,17 +25,23 @@
  * processor in a spin-wait, semidbm_yield gives it to another thread,
  * semidbm_clock_ns reads a monotonic clock in nanoseconds.
  *
- * For a shared writer's turn in C: semidbm_try_turn takes an exclusive
- * flock on a file without waiting (0, or an errno: EWOULDBLOCK if another
- * holds it), semidbm_end_turn lets go of it (0, or an errno), and
- * semidbm_file_at finds the identity and size of a file named in an open
- * directory (0, or an errno). semidbm_map_counter maps, read-only, the
- * 64-bit count at the start of a file (lock.write's count of replaced
- * data files), or gives NULL; semidbm_unmap_counter undoes it;
- * semidbm_file_end finds the size of an open file from its end, without
- * the cost of fstat on a file that has unwritten pages (0, or an errno).
- * Windows has none of them (ENOSYS, NULL): its turns are all taken in
- * Python.
+ * For a shared writer's turn in C: semidbm_map_turns maps lock.write's
+ * first SEMIDBM_TURNS_SIZE bytes (semidbm_turns, docs/FORMAT.md "Shared
+ * writers"), readable and writable, or gives NULL; semidbm_unmap_turns
+ * undoes it. Where the turn is the robust mutex in it (glibc; elsewhere
+ * ENOSYS), semidbm_take_mutex takes it without waiting (0;
+ * SEMIDBM_HOLDER_DIED if its last holder died holding it, which leaves it
+ * taken and consistent again; or an errno: EBUSY if another thread holds
+ * it), and semidbm_give_mutex lets go of it (0, or an errno);
+ * semidbm_process_id is this process's id without a system call.
+ * Elsewhere the turn is an flock: semidbm_try_turn takes an exclusive one
+ * on a file without waiting (0, or an errno: EWOULDBLOCK if another holds
+ * it), semidbm_end_turn lets go of it (0, or an errno). semidbm_file_at
+ * finds the identity and size of a file named in an open directory (0, or
+ * an errno); semidbm_file_end finds the size of an open file from its end,
+ * without the cost of fstat on a file that has unwritten pages (0, or an
+ * errno). Windows has none of them (ENOSYS, NULL): its turns are all taken
+ * in Python.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -43,6 +49,22 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* lock.write's bytes, in the machine's byte order (docs/FORMAT.md, "Shared
+ * writers"; the Python side is _turn_mutex.py). */
+typedef struct {
+    uint64_t replacements;     /* the count of data files that shared writers replaced */
+    uint32_t kind;             /* 0: turns are an flock; "MTX" and the size of a pointer: the mutex */
+    uint32_t holder;           /* mutex turns: the process id of the turn's holder, or 0 */
+    uint64_t end;              /* mutex turns: data's end after the last turn taken in C ... */
+    uint64_t end_replacements; /* ... at this count of replacements ... */
+    uint32_t end_known;        /* ... if 1; 0 once any other turn began */
+    uint32_t unused[7];
+    unsigned char mutex[64];   /* mutex turns: a process-shared, robust pthread mutex */
+} semidbm_turns;
+
+#define SEMIDBM_TURNS_SIZE 128
+#define SEMIDBM_HOLDER_DIED (-1)
 
 #ifdef _WIN32
 
@@ -148,15 +170,15 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     return ENOSYS;
 }
 
-static const volatile uint64_t *semidbm_map_counter(int fd)
+static volatile semidbm_turns *semidbm_map_turns(int fd)
 {
     (void)fd;
     return NULL;
 }
 
-static void semidbm_unmap_counter(const volatile uint64_t *counter)
+static void semidbm_unmap_turns(volatile semidbm_turns *turns)
 {
-    (void)counter;
+    (void)turns;
 }
 
 static int semidbm_file_end(int fd, uint64_t *size)
@@ -277,15 +299,15 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     return 0;
 }
 
-static const volatile uint64_t *semidbm_map_counter(int fd)
+static volatile semidbm_turns *semidbm_map_turns(int fd)
 {
-    void *address = mmap(NULL, sizeof(uint64_t), PROT_READ, MAP_SHARED, fd, 0);
-    return address == MAP_FAILED ? NULL : (const volatile uint64_t *)address;
+    void *address = mmap(NULL, SEMIDBM_TURNS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return address == MAP_FAILED ? NULL : (volatile semidbm_turns *)address;
 }
 
-static void semidbm_unmap_counter(const volatile uint64_t *counter)
+static void semidbm_unmap_turns(volatile semidbm_turns *turns)
 {
-    munmap((void *)counter, sizeof(uint64_t));
+    munmap((void *)turns, SEMIDBM_TURNS_SIZE);
 }
 
 static int semidbm_file_end(int fd, uint64_t *size)
@@ -302,6 +324,68 @@ static int64_t semidbm_clock_ns(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+#endif
+
+#if defined(__GLIBC__) && !defined(_WIN32)
+#include <pthread.h>
+
+typedef char semidbm_mutex_fits[sizeof(pthread_mutex_t) <= 64 ? 1 : -1];
+
+static int semidbm_take_mutex(volatile semidbm_turns *turns)
+{
+    pthread_mutex_t *mutex = (pthread_mutex_t *)turns->mutex;
+    int failure = pthread_mutex_trylock(mutex);
+    if (failure != EOWNERDEAD)
+        return failure;
+    failure = pthread_mutex_consistent(mutex);
+    if (failure) {
+        pthread_mutex_unlock(mutex);
+        return failure;
+    }
+    return SEMIDBM_HOLDER_DIED;
+}
+
+static int semidbm_give_mutex(volatile semidbm_turns *turns)
+{
+    return pthread_mutex_unlock((pthread_mutex_t *)turns->mutex);
+}
+
+/* This process's id, kept: getpid() is a system call. A forked child finds its own. */
+static uint32_t semidbm_pid;
+
+static void semidbm_pid_refresh(void)
+{
+    semidbm_pid = (uint32_t)getpid();
+}
+
+static uint32_t semidbm_process_id(void)
+{
+    if (!semidbm_pid) {
+        semidbm_pid_refresh();
+        pthread_atfork(NULL, NULL, semidbm_pid_refresh);
+    }
+    return semidbm_pid;
+}
+
+#else
+
+static int semidbm_take_mutex(volatile semidbm_turns *turns)
+{
+    (void)turns;
+    return ENOSYS;
+}
+
+static int semidbm_give_mutex(volatile semidbm_turns *turns)
+{
+    (void)turns;
+    return ENOSYS;
+}
+
+static uint32_t semidbm_process_id(void)
+{
+    return 0;
 }
 
 #endif

@@ -28,8 +28,19 @@ cdef extern from "_core_pieces/platform.h":
     int semidbm_end_turn(int fd)
     int semidbm_file_at(int directory, const char* name, uint64_t* device, uint64_t* inode,
                         uint64_t* size)
-    const volatile uint64_t* semidbm_map_counter(int fd)
-    void semidbm_unmap_counter(const volatile uint64_t* counter)
+    ctypedef struct semidbm_turns:
+        uint64_t replacements
+        uint32_t kind
+        uint32_t holder
+        uint64_t end
+        uint64_t end_replacements
+        uint32_t end_known
+    volatile semidbm_turns* semidbm_map_turns(int fd)
+    void semidbm_unmap_turns(volatile semidbm_turns* turns)
+    int semidbm_take_mutex(volatile semidbm_turns* turns)
+    int semidbm_give_mutex(volatile semidbm_turns* turns)
+    uint32_t semidbm_process_id()
+    enum: SEMIDBM_HOLDER_DIED
     int semidbm_file_end(int fd, uint64_t* size)
     enum: SEMIDBM_MAP_BEYOND_EOF
 

@@ -2,11 +2,12 @@
 # its bulk calls (Store._shared_put, _shared_delete, _shared_update,
 # _shared_delete_many): the steps of a turn of _lock.SharedLock around
 # Store._follow and Store._publish (docs/FORMAT.md, "Shared writers"),
-# without the Python between them. The lock's mutex is held as in Python:
-# a single put or delete holds the GIL from the first step to the last, but
-# a bulk call may run Python code (its iterator's), and other threads with
-# it. Whatever is not the usual case gives the turn up before the operation
-# changed anything, and the operation then takes its turn in Python.
+# without the Python between them, and without a system call but the write
+# where the turn is lock.write's mutex. A single put or delete holds the GIL
+# from the first step to the last, but a bulk call may run Python code (its
+# iterator's), and other threads with it: they find the turn taken, as in
+# Python. Whatever is not the usual case gives the turn up before the
+# operation changed anything, and the operation then takes its turn in Python.
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident()
@@ -26,6 +27,14 @@ cdef extern from *:
                                              PyObject* value) except -1
 
 
+cdef enum:
+    # How many times a turn in C gives up the processor (sched_yield) and tries the mutex again
+    # while another process holds it, before it waits in Python: a turn in C lasts about a
+    # microsecond, a wait in Python sleeps for tens.
+    TURN_SPINS = 1000
+    TURN_PAUSES = 980
+
+
 # The data file's name in the database directory, for fstatat.
 cdef bytes DATA_FILE_NAME = os.fsencode(_DATA_NAME)
 
@@ -34,41 +43,80 @@ cdef object turn_begin(Store store):
     """Begin a turn of the shared writer ``store`` in C: its ``SharedLock``, or None.
 
     None, with the turn not taken, if the store is not open and ready
-    for writes, the lock's mutex is held by any thread (this one too: an
+    for writes, a thread of this process is in a turn (this one too: an
     operation in a batch or a ``locked()`` block only counts in that
-    turn), another writer holds ``lock.write``, or catching up meets
-    anything unusual (``turn_follow``). The caller then takes the turn
-    in Python, which handles all of these. Like ``SharedLock.enter``,
-    the turn is this thread's, of depth 1, while it lasts: anything this
-    thread runs in it (a finalizer, say) only counts in it.
+    turn), another writer holds the turn, or catching up meets anything
+    unusual (``turn_follow``). The caller then takes the turn in Python,
+    which handles all of these. Like ``SharedLock.enter``, the turn is
+    this thread's, of depth 1, while it lasts: anything this thread runs
+    in it (a finalizer, say) only counts in it.
+
+    Where the turn is ``lock.write``'s mutex, which belongs to one
+    thread, that mutex keeps this process's other threads out as well as
+    other processes: the lock's own mutex (``_mutex``, which a turn in
+    Python takes first) is left alone, and a turn in Python of another
+    thread, found by its ``_owner``, is not waited for here. Where the
+    turn is an ``flock``, which belongs to the open file, the lock's
+    mutex is taken first, as in Python.
     """
-    cdef int turn_fd
+    cdef int turn_fd, taken, spins
+    cdef unsigned long owner
+    cdef volatile semidbm_turns* turns
     if (store.fd < 0 or store.busy or not store.writable or store.owner
             or store.directory_fd < 0):
         return None
     lock = store._lock
     if lock is None:
         return None
-    mutex = lock._mutex
-    if not mutex.acquire(False):  # a plain lock: held by this thread too, it refuses
-        return None
     turn_fd = lock._turn_fd
-    if turn_fd < 0 or semidbm_try_turn(turn_fd):
-        mutex.release()
+    turns = store.turns
+    if turns == NULL and turn_fd >= 0:
+        turns = store.turns = semidbm_map_turns(turn_fd)
+        # The kind of turns is the lock's, chosen when it joined, whatever lock.write says
+        # later (a writer that joined flock turns holds no shared lock on lock.write: a
+        # writer alone may make a mutex there meanwhile, which this one must not take).
+        store.mutex_turns = lock._turns is not None
+    if turn_fd < 0 or turns == NULL:
         return None
-    lock._owner = PyThread_get_thread_ident()
-    lock._depth = 1
+    if store.mutex_turns:
+        if lock._owner is not None:  # a turn of another thread, or around this operation
+            return None
+        taken = semidbm_take_mutex(turns)
+        spins = 0
+        while taken == EBUSY and spins < TURN_SPINS:  # another's turn lasts a microsecond
+            if spins < TURN_PAUSES:
+                semidbm_pause()
+            else:
+                semidbm_yield()
+            taken = semidbm_take_mutex(turns)
+            spins += 1
+        if taken > 0:
+            return None
+        if taken == SEMIDBM_HOLDER_DIED:  # it may have written past the end it published
+            turns.end_known = 0
+        turns.holder = semidbm_process_id()
+    else:
+        mutex = lock._mutex
+        if not mutex.acquire(False):  # a plain lock: held by this thread too, it refuses
+            return None
+        if semidbm_try_turn(turn_fd):
+            mutex.release()
+            return None
+    store.turn_taken = True
     try:
+        owner = PyThread_get_thread_ident()
+        lock._owner = owner
+        lock._depth = 1
         # Seen by this thread's other handles of the database, which then refuse at once
         # (EDEADLK) to wait for the turn this thread holds: a bulk call's iterator may
         # write through one, and so may a finalizer that a single put runs.
-        lock._held[lock._turn_key] = lock._owner
+        lock._held[lock._turn_key] = owner
         if turn_follow(store, turn_fd):
             return lock
     except BaseException:  # the store is closed: the error ends the turn, as in Python
-        turn_release(lock)
+        turn_release(store, lock)
         raise
-    turn_release(lock)
+    turn_release(store, lock)
     return None
 
 
@@ -84,20 +132,20 @@ cdef bint turn_follow(Store store, int turn_fd) except -1:
     incomplete one, replayed: ``_follow`` starts after them.
 
     Whether ``data`` is still the file open here is known without a
-    stat while ``lock.write``'s count of replaced data files (mapped from
-    ``turn_fd``) is the one at which a stat last found it so: a shared
-    writer counts a replacement in its turn before it makes one
-    (docs/FORMAT.md, "Shared writers"). The file's end then comes from
-    the open file, for a tenth of the stat's cost.
+    stat while ``lock.write``'s count of replaced data files is the one
+    at which a stat last found it so: a shared writer counts a
+    replacement in its turn before it makes one (docs/FORMAT.md, "Shared
+    writers"). The file's end then comes from ``lock.write`` where the
+    last turn was taken in C and published it, else from the open file,
+    for a tenth of a stat's cost.
     """
     cdef uint64_t device, inode, size, count
-    if store.replacements == NULL:
-        store.replacements = semidbm_map_counter(turn_fd)
-        if store.replacements == NULL:
-            return False
-    count = store.replacements[0]
+    cdef volatile semidbm_turns* turns = store.turns
+    count = turns.replacements
     if store.replacements_known and count == store.replacements_seen:
-        if semidbm_file_end(store.fd, &size):
+        if store.mutex_turns and turns.end_known and turns.end_replacements == count:
+            size = turns.end
+        elif semidbm_file_end(store.fd, &size):
             return False
     else:
         if semidbm_file_at(store.directory_fd, DATA_FILE_NAME, &device, &inode, &size):
@@ -114,25 +162,63 @@ cdef bint turn_follow(Store store, int turn_fd) except -1:
 
 
 cdef int turn_end(Store store, object lock) except -1:
-    """End a turn ``turn_begin`` took, as ``SharedLock.leave`` with ``Store._publish`` does."""
+    """End a turn ``turn_begin`` took, as ``SharedLock.leave`` with ``Store._publish`` does.
+
+    With mutex turns, a turn whose records are all written publishes the
+    file's end in ``lock.write``, for the next turn in C: a turn that
+    ended otherwise, or began in Python, unpublished it.
+    """
+    cdef volatile semidbm_turns* turns = store.turns
+    cdef bint mutex_turn = store.mutex_turns
     try:
         store.publish()
+        if mutex_turn and store.fd >= 0 and store.replacements_known:
+            turns.end = store.log.disk_end
+            turns.end_replacements = store.replacements_seen
+            turns.end_known = 1
+        elif mutex_turn:
+            turns.end_known = 0
+    except BaseException:
+        if mutex_turn:
+            turns.end_known = 0
+        raise
     finally:
-        turn_release(lock)
+        turn_release(store, lock)
     return 0
 
 
-cdef int turn_release(object lock) except -1:
-    """Let go of ``lock.write`` (unless the lock was released meanwhile), then of the mutex."""
+cdef int turn_release(Store store, object lock) except -1:
+    """Let go of the turn (``lock.write``'s mutex, or its flock, unless the lock was released
+    meanwhile), then of the lock's mutex."""
     cdef int failure = 0
-    lock._owner = None
-    lock._depth = 0
-    lock._held.pop(lock._turn_key, None)
+    cdef volatile semidbm_turns* turns = store.turns
+    cdef bint mutex_turn = store.mutex_turns
+    store.turn_taken = False
     try:
-        if lock._turn_fd >= 0:
+        if mutex_turn:
+            turns.holder = 0
+            failure = semidbm_give_mutex(turns)
+        elif lock._turn_fd >= 0:
             failure = semidbm_end_turn(lock._turn_fd)
-            if failure:
-                raise OSError(failure, os.strerror(failure))
+        if store.fd < 0:  # released in the turn, which kept the map for this
+            semidbm_unmap_turns(turns)
+            store.turns = NULL
+        if failure:
+            raise OSError(failure, os.strerror(failure))
     finally:
-        lock._mutex.release()
+        turn_unmark(lock, not mutex_turn)
+    return 0
+
+
+cdef int turn_unmark(object lock, bint release) except -1:
+    """Mark the turn no longer this thread's (after it was given back: the Python objects this
+    touches take none of the time that other writers wait), then let go of the lock's mutex
+    if ``release`` (the turn took it: an ``flock`` turn)."""
+    try:
+        lock._owner = None
+        lock._depth = 0
+        lock._held.pop(lock._turn_key, None)
+    finally:
+        if release:
+            lock._mutex.release()
     return 0
