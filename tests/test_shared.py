@@ -10,6 +10,7 @@ turn, fork) runs real ones (``subprocess``, ``multiprocessing``).
 import contextlib
 import errno
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -1011,6 +1012,167 @@ def test_closing_a_handle_whose_mutex_another_thread_holds_keeps_its_map(kernel,
     assert stdout.split("\n")[:2] == ["close %d" % errno.ETIMEDOUT, "T1 done"]
     with semidbm.open(os.path.join(dbpath, "one"), "wm") as database:  # T1 has ended
         database[b"k"] = b"v"
+
+
+class Worker:
+    """A thread that runs the calls it is given, one at a time, and stays alive between them."""
+
+    def __init__(self):
+        self._calls, self._results = queue.Queue(), queue.Queue()
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+
+    def _serve(self):
+        for call in iter(self._calls.get, None):
+            try:
+                self._results.put((call(), None))
+            except BaseException as exc:
+                self._results.put((None, exc))
+
+    def run(self, call):
+        """Run ``call()`` in the thread: its result, or the exception it raised, raised here."""
+        self._calls.put(call)
+        result, error = self._results.get(timeout=60)
+        if error is not None:
+            raise error
+        return result
+
+    def stop(self):
+        self._calls.put(None)
+        self.thread.join()
+
+
+def stranded_block(database, worker):
+    """A locked() block of ``database`` begun in ``worker``'s thread and ended by this one: its
+    mutex stays with the worker's thread."""
+
+    def block():
+        with database.locked():
+            yield
+
+    generator = block()
+    worker.run(lambda: next(generator))
+    generator.close()
+
+
+@mutex_turns
+def test_a_thread_given_the_id_of_a_stranded_turns_ended_thread_takes_the_turn(dbopen, dbpath):
+    """Thread ids of ended threads are given to new ones. Kills the mutation that lets a thread
+    whose id is a stranded turn's go on with that turn without checking that it holds the
+    mutex: it would write while another process holds the turn."""
+    database = dbopen(dbpath, "cm", lock_timeout=0.3)
+    worker = Worker()
+    stranded_block(database, worker)
+    worker.stop()  # the mutex goes with its thread
+    database._lock._stranded = threading.get_native_id()  # as if this thread had that id
+    with start(_pure, HOLDER, dbpath) as child:
+        assert child.stdout.readline().startswith("held")
+        with pytest.raises(semidbm.error) as raised:
+            with database.locked():
+                pass
+        assert raised.value.errno == errno.ETIMEDOUT
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+    database[b"k"] = b"v"
+    database.close()
+
+
+@mutex_turns
+def test_another_threads_failed_try_keeps_the_stranded_turns_taker(dbopen, dbpath):
+    """A stranded turn's thread takes it over and strands it again; the writes of the second
+    block are written. Kills the mutation by which another thread's failed try forgets who
+    took the mutex (the block's end would then take its thread for dead)."""
+    database = dbopen(dbpath, "cm", lock_timeout=0.2)
+    worker = Worker()
+    try:
+        stranded_block(database, worker)
+        assert _put_or_error(database, b"other").errno == errno.ETIMEDOUT
+
+        def block():
+            with database.locked():
+                database[b"second"] = b"1"
+                yield
+
+        generator = block()
+        worker.run(lambda: next(generator))
+        generator.close()  # stranded again: written, since its thread holds the mutex
+        with dbopen(dbpath) as reader:
+            assert reader[b"second"] == b"1"
+    finally:
+        worker.stop()
+    database[b"after"] = b"1"
+    database.close()
+
+
+@mutex_turns
+def test_a_map_kept_for_a_stranded_mutex_goes_once_its_thread_has_ended(dbopen, dbpath):
+    """Closing a handle whose mutex a live thread holds keeps lock.write mapped and open (that
+    thread's robust list points into the map); the next open or close lets go of it once the
+    thread has ended. Kills the mutation that never lets go of kept maps."""
+    database = dbopen(dbpath, "cm", lock_timeout=0.2)
+    worker = Worker()
+    stranded_block(database, worker)
+    database._lock.release()  # as the handle's close does once it has had its turn
+    assert len(_lock._kept_maps) == 1
+    worker.stop()
+    with dbopen(dbpath, "wm") as other:
+        other[b"k"] = b"v"
+    assert _lock._kept_maps == []
+    database.close()
+
+
+@mutex_turns
+def test_closing_while_another_thread_is_in_a_turn_lets_that_thread_give_it_back(
+    dbopen, dbpath
+):
+    """close() that cannot have its turn (another thread holds it) closes without writing; the
+    other thread, ending its turn, gives the mutex back and lets go of the files. Kills the
+    mutation that closes the files under that thread (its mutex would stay taken while it
+    lives, and its leave would fail)."""
+    database = dbopen(dbpath, "cm", lock_timeout=0.2)
+    worker = Worker()
+    try:
+        stranded = database.locked()
+        worker.run(stranded.__enter__)
+        with pytest.raises(semidbm.error) as raised:
+            database.close()
+        assert raised.value.errno == errno.ETIMEDOUT
+        worker.run(lambda: stranded.__exit__(None, None, None))
+    finally:
+        worker.stop()
+    assert turn_is_free(dbpath)
+    with dbopen(dbpath, "wm", lock_timeout=0.2) as other:
+        other[b"k"] = b"v"
+    assert _lock._kept_maps == []
+
+
+@mutex_turns
+def test_a_handler_that_writes_through_another_handle_inside_a_take_is_refused_at_once(
+    dbopen, dbpath, monkeypatch
+):
+    """A signal's handler (or a finalizer) that writes through another handle while this thread
+    takes the mutex for the first: refused at once (EDEADLK), and the first's take is given
+    back as the exception ends it. Kills the mutations that let the second take the first's
+    mutex over, or wait for it until its timeout."""
+    first = dbopen(dbpath, "cm", lock_timeout=5)
+    second = dbopen(dbpath, "wm", lock_timeout=5)
+    take = _turn_mutex.TurnMutex.take
+
+    def take_then_write(turns):
+        monkeypatch.setattr(_turn_mutex.TurnMutex, "take", take)
+        assert take(turns)
+        second[b"from the handler"] = b"1"
+
+    monkeypatch.setattr(_turn_mutex.TurnMutex, "take", take_then_write)
+    started = time.monotonic()
+    with pytest.raises(semidbm.error) as raised:
+        with first.locked():
+            pass
+    assert raised.value.errno == errno.EDEADLK and time.monotonic() - started < 4
+    assert turn_is_free(dbpath)
+    first[b"k"] = b"v"
+    second.close()
+    first.close()
 
 
 @mutex_turns

@@ -306,7 +306,7 @@ class SharedLock:
     # Slots: a turn taken in C reads and sets some of them at every operation.
     __slots__ = (
         "_directory", "_timeout", "_mutex", "_owner", "_depth", "_fd", "_turn_fd", "_turn_key",
-        "_count_ready", "_turns", "_taker", "_stranded",
+        "_count_ready", "_turns", "_taker", "_taking", "_stranded", "_closing",
     )
 
     #: The turns this process holds (``_turns_held``), for a turn taken in C.
@@ -322,7 +322,10 @@ class SharedLock:
         self._count_ready = False
         self._turns = None  # the TurnMutex, where turns are one
         self._taker = None  # the native id of the thread that took the mutex, in a turn
-        self._stranded = None  # the thread that holds the mutex past the end of its turn
+        self._taking = None  # the native id of the thread taking the mutex now
+        self._stranded = None  # the native id of the thread that holds it past its turn
+        self._closing = False  # closed while another thread held a turn: it closes the files
+        _sweep_kept_maps()
         fd = _open_lock_file(directory, LOCK_NAME, mode)
         try:
             if not _lock_for_writer(fd, shared=True):
@@ -428,7 +431,16 @@ class SharedLock:
         if self._owner == me:
             self._depth += 1
             return self._depth
-        if _turns_held.get(self._turn_key) == me and self._stranded != me:
+        turns, native = self._turns, threading.get_native_id()
+        # This thread's stranded mutex, if it still holds it (the ids of threads that ended
+        # are given to new ones), is taken over; a turn of this thread through another
+        # handle, or a take of one cut short there, is refused.
+        resume = turns is not None and self._stranded == native and turns.held_by(native)
+        if (
+            not resume
+            and _turns_held.get(self._turn_key) == me
+            and (turns is None or turns.held_by(native))
+        ):
             raise DBMError(
                 errno.EDEADLK,
                 "this thread holds the write lock of semidbm database through another "
@@ -441,14 +453,24 @@ class SharedLock:
             if self._turn_fd < 0:
                 self._mutex.release()
                 return 0
-            if self._stranded == me:  # this thread has held the mutex since a turn of its own
-                self._stranded = None
+            if resume:
+                self._stranded, self._taker = None, native
             else:
                 self._wait(self._take_turn)
         except BaseException:
-            self._give_lost_take()
-            self._mutex.release()
+            try:
+                self._give_lost_take(native)
+            finally:
+                self._end_closing()
+                self._mutex.release()
             raise
+        if self._closing:  # closed meanwhile by another thread (abandon): give it all back
+            try:
+                self._give_turn()
+            finally:
+                self._end_closing()
+                self._mutex.release()
+            return 0
         self._owner, self._depth = me, 1
         _turns_held[self._turn_key] = me
         try:
@@ -485,10 +507,11 @@ class SharedLock:
             self._depth = depth - 1
             return
         owner, mutex = self._owner, self._mutex  # as they are, before a _disown forgets them
+        taker = self._taker
         stranded = self._turns is not None and threading.get_ident() != owner
         try:
             if database is not None and self._turn_fd >= 0:
-                if stranded and not self._turns.held_by(self._taker):
+                if stranded and not self._turns.held_by(taker):
                     stranded = False  # nothing to keep
                     _turns_held.pop(self._turn_key, None)
                     database._disown()
@@ -507,9 +530,10 @@ class SharedLock:
             try:
                 if self._turn_fd >= 0:
                     if stranded:
-                        self._stranded = owner
+                        self._stranded = taker
                     else:
                         self._give_turn()
+                        self._end_closing()
             finally:
                 mutex.release()
 
@@ -526,20 +550,48 @@ class SharedLock:
         turns = self._turns
         if turns is None:
             return _try_lock(self._turn_fd, shared=False)
-        native = threading.get_native_id()
-        self._taker = native
-        if turns.take() or turns.held_by(native):
-            self._stranded = None
-            return True
-        self._taker = None
-        return False
+        me, native = threading.get_ident(), threading.get_native_id()
+        self._taking = native
+        _turns_held[self._turn_key] = me  # a signal's handler writing through another handle
+        taken = turns.take()
+        if taken:
+            self._taker, self._stranded = native, None
+        elif _turns_held.get(self._turn_key) == me:
+            del _turns_held[self._turn_key]
+        self._taking = None
+        return taken
 
-    def _give_lost_take(self):
-        """Give back the mutex that this thread took for a turn that did not begin (its wait was
-        cut short by an exception after the mutex was taken)."""
-        turns, native = self._turns, threading.get_native_id()
-        if turns is not None and self._taker == native and turns.held_by(native):
+    def _give_lost_take(self, native):
+        """Give back the mutex that thread ``native`` took for a turn that did not begin: its
+        wait was cut short by an exception (a signal handler's) after the mutex was taken."""
+        turns = self._turns
+        if turns is not None and native in (self._taking, self._taker) and turns.held_by(native):
+            self._taking = None
             self._give_turn()
+        if _turns_held.get(self._turn_key) == threading.get_ident():
+            del _turns_held[self._turn_key]
+
+    def abandon(self):
+        """Let go of the locks as the database closes without a turn (its wait failed): at once,
+        unless another thread of this process is in a turn of this lock or waits for one, or
+        holds its stranded mutex; that thread lets go of them as it ends (``_closing``)."""
+        if not self._mutex.acquire(False):
+            self._closing = True
+            return
+        try:
+            stranded = self._stranded
+            if stranded is not None and self._turns is not None and self._turns.held_by(stranded):
+                self._closing = True
+            else:
+                self._close_files()
+        finally:
+            self._mutex.release()
+
+    def _end_closing(self):
+        """Close the files that ``abandon`` left to this thread, if it did."""
+        if self._closing:
+            self._closing = False
+            self._close_files()
 
     def _give_turn(self):
         """Give the turn back (an unlock, or the mutex given back by the thread that took it)."""
@@ -676,6 +728,7 @@ class SharedLock:
                 _kept_maps.append((turns, fds.pop()))
             else:
                 turns.close()
+        _sweep_kept_maps()
         if self._owner is not None:
             _turns_held.pop(self._turn_key, None)
         for fd in fds:
@@ -696,6 +749,17 @@ _KIND = struct.Struct("=I")
 #: The maps of ``lock.write`` of closed shared writers whose mutex a thread of this process
 #: held, with the file's descriptor (``SharedLock._close_files``): never unmapped nor closed.
 _kept_maps: list[tuple[_turn_mutex.TurnMutex, int]] = []
+
+
+def _sweep_kept_maps():
+    """Unmap and close the kept maps of ``lock.write`` whose mutex no thread here holds now."""
+    for entry in list(_kept_maps):
+        turns, fd = entry
+        if not turns.held_here():
+            _kept_maps.remove(entry)
+            turns.close()
+            if fd >= 0:
+                os.close(fd)
 
 
 def _compaction_size(directory):

@@ -173,7 +173,11 @@ def shared_class(
         try:
             depth = lock.enter(self._follow_and_warn)
         except BaseException:
-            self._disown()  # read-only, its lock files closed: closing writes nothing
+            # The locks let go of now, or by another thread of this process in a turn of
+            # this lock as it ends it; the database read-only, so closing writes nothing.
+            self._lock = None
+            lock.abandon()
+            self._disown()
             base.close(self)  # type: ignore[call-arg]
             raise
         if not depth:

@@ -28,11 +28,12 @@ cdef extern from *:
 
 
 cdef enum:
-    # How many times a turn in C gives up the processor (sched_yield) and tries the mutex again
-    # while another process holds it, before it waits in Python: a turn in C lasts about a
-    # microsecond, a wait in Python sleeps for tens.
-    TURN_SPINS = 1000
-    TURN_PAUSES = 980
+    # How many times a turn in C tries the mutex again while another process holds it, before
+    # it waits in Python, and of those how many after a pause of the processor (the others
+    # after sched_yield): about 10 µs here, with the GIL held, where a turn in C lasts about a
+    # microsecond and a wait in Python sleeps for tens.
+    TURN_SPINS = 264
+    TURN_PAUSES = 256
 
 
 # The data file's name in the database directory, for fstatat.
@@ -83,7 +84,9 @@ cdef object turn_begin(Store store):
             return None
         taken = semidbm_take_mutex(turns)
         spins = 0
-        while taken == EBUSY and spins < TURN_SPINS:  # another's turn lasts a microsecond
+        # Another process's turn lasts a microsecond; another thread of this one needs the
+        # GIL, which this holds, to end its turn: that is not waited for here.
+        while taken == EBUSY and spins < TURN_SPINS and turns.holder != semidbm_process_id():
             if spins < TURN_PAUSES:
                 semidbm_pause()
             else:
