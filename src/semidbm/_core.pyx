@@ -156,13 +156,14 @@ cdef class Store:
     cdef uint64_t data_device
     cdef uint64_t data_inode
     # For a shared writer's turns in C (turns.pxi): lock.write, mapped at the first
-    # (or NULL), whether its turns are the mutex in it (else an flock), whether a turn
-    # in C holds the turn (a release then leaves the map to turn_release), and the
-    # count of replaced data files at which a stat last found data to be the file
-    # open here, if one has (replacements_known).
+    # (or NULL), whether its turns are the mutex in it (else an flock), how many turns
+    # in C use the map now, holding the turn or trying for it with the GIL let go (a
+    # release then leaves the map to the last of them), and the count of replaced data
+    # files at which a stat last found data to be the file open here, if one has
+    # (replacements_known).
     cdef volatile semidbm_turns* turns
     cdef bint mutex_turns
-    cdef bint turn_taken
+    cdef int turns_in_use
     cdef uint64_t replacements_seen
     cdef bint replacements_known
     # The open database directory's descriptor (_files.Directory.fd), or -1.
@@ -232,7 +233,7 @@ cdef class Store:
             semidbm_close(self.fd)
             self.fd = -1
         self.directory_fd = -1  # closed with the directory below
-        if self.turns != NULL and not self.turn_taken:
+        if self.turns != NULL and not self.turns_in_use:
             semidbm_unmap_turns(self.turns)
             self.turns = NULL
         self.replacements_known = False

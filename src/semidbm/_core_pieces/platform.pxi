@@ -37,7 +37,7 @@ cdef extern from "_core_pieces/platform.h":
         uint32_t end_known
     volatile semidbm_turns* semidbm_map_turns(int fd)
     void semidbm_unmap_turns(volatile semidbm_turns* turns)
-    int semidbm_take_mutex(volatile semidbm_turns* turns)
+    int semidbm_take_mutex(volatile semidbm_turns* turns) noexcept nogil
     int semidbm_give_mutex(volatile semidbm_turns* turns)
     uint32_t semidbm_process_id()
     enum: SEMIDBM_HOLDER_DIED

@@ -30,10 +30,10 @@ cdef extern from *:
 cdef enum:
     # How many times a turn in C tries the mutex again while another process holds it, before
     # it waits in Python, and of those how many after a pause of the processor (the others
-    # after sched_yield): about 10 µs here, with the GIL held, where a turn in C lasts about a
-    # microsecond and a wait in Python sleeps for tens.
-    TURN_SPINS = 264
-    TURN_PAUSES = 256
+    # after sched_yield): some tens of µs here, with the GIL let go, where a turn in C lasts
+    # about a microsecond and a wait in Python sleeps for tens.
+    TURN_SPINS = 1000
+    TURN_PAUSES = 980
 
 
 # The data file's name in the database directory, for fstatat.
@@ -60,7 +60,7 @@ cdef object turn_begin(Store store):
     turn is an ``flock``, which belongs to the open file, the lock's
     mutex is taken first, as in Python.
     """
-    cdef int turn_fd, taken, spins
+    cdef int turn_fd, taken
     cdef unsigned long owner
     cdef volatile semidbm_turns* turns
     if (store.fd < 0 or store.busy or not store.writable or store.owner
@@ -83,16 +83,18 @@ cdef object turn_begin(Store store):
         if lock._owner is not None:  # a turn of another thread, or around this operation
             return None
         taken = semidbm_take_mutex(turns)
-        spins = 0
-        # Another process's turn lasts a microsecond; another thread of this one needs the
-        # GIL, which this holds, to end its turn: that is not waited for here.
-        while taken == EBUSY and spins < TURN_SPINS and turns.holder != semidbm_process_id():
-            if spins < TURN_PAUSES:
-                semidbm_pause()
-            else:
-                semidbm_yield()
-            taken = semidbm_take_mutex(turns)
-            spins += 1
+        # Another process's turn lasts a microsecond: tried again, with the GIL let go (a
+        # thread of this process in a turn is not waited for here: it is not another's).
+        if taken == EBUSY and turns.holder != semidbm_process_id():
+            store.turns_in_use += 1  # the map stays, should the store be closed meanwhile
+            with nogil:
+                taken = turn_spin(turns)
+            store.turns_in_use -= 1
+            if store.fd < 0 or not store.writable or store.owner or store.busy:
+                if taken <= 0:  # changed meanwhile: the turn is given back unused
+                    semidbm_give_mutex(turns)
+                turns_unmap_if_released(store)
+                return None
         if taken > 0:
             return None
         if taken == SEMIDBM_HOLDER_DIED:  # it may have written past the end it published
@@ -105,7 +107,7 @@ cdef object turn_begin(Store store):
         if semidbm_try_turn(turn_fd):
             mutex.release()
             return None
-    store.turn_taken = True
+    store.turns_in_use += 1
     try:
         owner = PyThread_get_thread_ident()
         lock._owner = owner
@@ -121,6 +123,29 @@ cdef object turn_begin(Store store):
         raise
     turn_release(store, lock)
     return None
+
+
+cdef void turns_unmap_if_released(Store store) noexcept:
+    """Unmap lock.write if the store was released while turns in C used the map, and the
+    last of them is done with it."""
+    if store.fd < 0 and not store.turns_in_use and store.turns != NULL:
+        semidbm_unmap_turns(store.turns)
+        store.turns = NULL
+
+
+cdef int turn_spin(volatile semidbm_turns* turns) noexcept nogil:
+    """Try the mutex again, pausing the processor and then giving it up between tries, for
+    about ``TURN_SPINS`` tries: what ``semidbm_take_mutex`` gave at the last."""
+    cdef int spins, taken = EBUSY
+    for spins in range(TURN_SPINS):
+        if spins < TURN_PAUSES:
+            semidbm_pause()
+        else:
+            semidbm_yield()
+        taken = semidbm_take_mutex(turns)
+        if taken != EBUSY:
+            break
+    return taken
 
 
 cdef bint turn_follow(Store store, int turn_fd) except -1:
@@ -196,16 +221,14 @@ cdef int turn_release(Store store, object lock) except -1:
     cdef int failure = 0
     cdef volatile semidbm_turns* turns = store.turns
     cdef bint mutex_turn = store.mutex_turns
-    store.turn_taken = False
+    store.turns_in_use -= 1
     try:
         if mutex_turn:
             turns.holder = 0
             failure = semidbm_give_mutex(turns)
         elif lock._turn_fd >= 0:
             failure = semidbm_end_turn(lock._turn_fd)
-        if store.fd < 0:  # released in the turn, which kept the map for this
-            semidbm_unmap_turns(turns)
-            store.turns = NULL
+        turns_unmap_if_released(store)
         if failure:
             raise OSError(failure, os.strerror(failure))
     finally:
