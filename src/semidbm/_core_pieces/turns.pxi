@@ -92,6 +92,8 @@ cdef object turn_begin(Store store):
             store.turns_in_use -= 1
             if store.fd < 0 or not store.writable or store.owner or store.busy:
                 if taken <= 0:  # changed meanwhile: the turn is given back unused
+                    if taken == SEMIDBM_HOLDER_DIED:  # and its next taker is not told
+                        turns.end_known = 0
                     semidbm_give_mutex(turns)
                 turns_unmap_if_released(store)
                 return None
