@@ -540,12 +540,13 @@ class SharedLock:
     def _take_turn(self):
         """Take the turn without waiting: True if taken, False if another holds it.
 
-        The taker is noted before the mutex is taken, so that an exception
-        from a signal handler that lands just after cannot leave it taken
-        unknown to this lock (``_give_lost_take``). A mutex that this thread
-        holds unknown to any turn (left so by such an exception, through
-        another lock of the database: a turn of this thread through
-        another handle is refused before this) is taken over.
+        Before the mutex is taken, the thread taking it is noted, so that
+        an exception from a signal handler that lands just after cannot
+        leave it taken unknown to this lock (``_give_lost_take``), and the
+        turn is marked this thread's, so that such a handler writing
+        through another handle is refused at once (``EDEADLK``) rather
+        than waiting for this thread. The taker is noted once it is taken:
+        another thread's failed try never forgets a stranded turn's.
         """
         turns = self._turns
         if turns is None:
