@@ -4,6 +4,7 @@ Each worker keeps a model of the keys it wrote, which are its own: once
 the threads are done, the database must hold every model's items.
 """
 
+import queue
 import threading
 
 
@@ -45,3 +46,31 @@ def check_models_stored(dbopen, dbpath, database, models):
     database.close()
     with dbopen(dbpath, verify_checksums=True) as again:
         assert dict(again.items()) == expected
+
+
+class Worker:
+    """A thread that runs the calls it is given, one at a time, and stays alive between them."""
+
+    def __init__(self):
+        self._calls, self._results = queue.Queue(), queue.Queue()
+        self.thread = threading.Thread(target=self._serve)
+        self.thread.start()
+
+    def _serve(self):
+        for call in iter(self._calls.get, None):
+            try:
+                self._results.put((call(), None))
+            except BaseException as exc:
+                self._results.put((None, exc))
+
+    def run(self, call):
+        """Run ``call()`` in the thread: its result, or the exception it raised, raised here."""
+        self._calls.put(call)
+        result, error = self._results.get(timeout=60)
+        if error is not None:
+            raise error
+        return result
+
+    def stop(self):
+        self._calls.put(None)
+        self.thread.join()
