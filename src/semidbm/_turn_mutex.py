@@ -5,9 +5,9 @@ robust pthread mutex at ``MUTEX_OFFSET`` in ``lock.write``, which every
 shared writer maps: taking and giving it back costs no system call while
 nobody waits, where an ``flock`` costs two. Robust: if its holder dies,
 the next taker is told so, and takes it (docs/FORMAT.md, "Shared
-writers"). The compiled kernel takes it in C for a single operation
-(``_core_pieces/turns.pxi``); here ``ctypes`` takes it, for every other
-turn, of either kernel. Both read and write the same bytes.
+writers"). The compiled kernel takes it in C for a single operation or
+a bulk call (``_core_pieces/turns.pxi``); here ``ctypes`` takes it, for
+every other turn, of either kernel. Both read and write the same bytes.
 """
 
 import errno
@@ -40,7 +40,8 @@ _HOLDER_DIED = 0x40000000
 #: and the values that make one robust and shared between processes.
 _ERRORCHECK, _ROBUST, _PROCESS_SHARED = 2, 1, 1
 
-#: The pthread functions, once found (None: no mutex turns in this process).
+#: ``ctypes`` and the pthread functions, once looked for (None before; False where they cannot be
+#: had: no mutex turns in this process).
 _functions = None
 
 
