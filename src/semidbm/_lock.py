@@ -392,8 +392,7 @@ class SharedLock:
         fd = self._turn_fd
         turns = None
         try:
-            count = _COUNT.unpack(os.pread(fd, _COUNT.size, 0).ljust(_COUNT.size, b"\0"))[0]
-            fresh = _turn_mutex.LAYOUT.pack(count, 0, 0, 0, 0, 0)
+            fresh = _turn_mutex.LAYOUT.pack(self._read_count(), 0, 0, 0, 0, 0)
             os.pwrite(fd, fresh.ljust(_turn_mutex.SIZE, b"\0"), 0)
             try:
                 turns = _turn_mutex.TurnMutex(fd)

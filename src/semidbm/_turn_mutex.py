@@ -70,6 +70,13 @@ def _load():
     return ctypes, found
 
 
+def holding_thread(raw):
+    """The native id of the thread that holds the mutex in ``raw`` (``lock.write``'s bytes, or its
+    map), or 0: free, or its holder died."""
+    word = struct.unpack_from("=I", raw, MUTEX_OFFSET)[0]
+    return 0 if word & _HOLDER_DIED else word & _TID_MASK
+
+
 def available():
     """True if this process can take mutex turns (glibc, with ``ctypes``)."""
     global _functions
@@ -145,16 +152,12 @@ class TurnMutex:
 
     def held_by(self, thread):
         """True if the thread of native id ``thread`` holds the mutex (and has not died)."""
-        word = struct.unpack_from("=I", self._map, MUTEX_OFFSET)[0]
-        return not word & _HOLDER_DIED and word & _TID_MASK == thread
+        return holding_thread(self._map) == thread
 
     def held_here(self):
         """True if a thread of this process holds the mutex (False if that cannot be known)."""
-        word = struct.unpack_from("=I", self._map, MUTEX_OFFSET)[0]
-        thread = word & _TID_MASK
-        if not thread or word & _HOLDER_DIED:
-            return False
-        return os.path.exists("/proc/self/task/%d" % thread)
+        thread = holding_thread(self._map)
+        return bool(thread) and os.path.exists("/proc/self/task/%d" % thread)
 
     def holder(self):
         """The process id that the turn's holder noted, or 0."""

@@ -84,9 +84,8 @@ def lock_write(path):
 
 
 def mutex_holder(path):
-    """The thread id in the word of ``lock.write``'s mutex (glibc's robust layout), or 0."""
-    word = int.from_bytes(lock_write_raw(path)[64:68], sys.byteorder)
-    return 0 if word & 0x40000000 else word & 0x3FFFFFFF
+    """The native id of the thread that holds ``lock.write``'s mutex, or 0."""
+    return _turn_mutex.holding_thread(lock_write_raw(path))
 
 
 def put_or_error(database, key):

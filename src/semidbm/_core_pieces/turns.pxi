@@ -219,7 +219,7 @@ cdef int turn_end(Store store, object lock) except -1:
 
 cdef int turn_release(Store store, object lock) except -1:
     """Let go of the turn (``lock.write``'s mutex, or its flock, unless the lock was released
-    meanwhile), then of the lock's mutex."""
+    meanwhile), then mark it no longer this thread's (``turn_unmark``)."""
     cdef int failure = 0
     cdef volatile semidbm_turns* turns = store.turns
     cdef bint mutex_turn = store.mutex_turns
