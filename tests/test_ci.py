@@ -24,13 +24,25 @@ def quick_polls(monkeypatch):
     monkeypatch.setattr(ci, "POLL_SECONDS", 0.02)
 
 
-def noting(tmp_path, name, seconds=0.2, status=0):
-    """A command that notes when it starts and ends in ``tmp_path/NAME``, sleeping between."""
+def noting(tmp_path, name, seconds=0.2, status=0, awaits=()):
+    """A command that notes when it starts and ends in ``tmp_path/NAME``, sleeping between.
+
+    It first waits, for up to 30 s, until the commands of the phases
+    ``awaits`` have noted their start (then it fails): run at once, they
+    overlap however late a loaded machine starts one of the interpreters;
+    run one after another, they fail.
+    """
+    waits = [str(tmp_path / other) for other in awaits]
     code = (
-        "import sys, time; note = open(sys.argv[1], 'w'); "
-        "note.write('%%r ' %% time.monotonic()); note.flush(); time.sleep(%r); "
+        "import os, sys, time; note = open(sys.argv[1], 'w'); "
+        "note.write('%%r ' %% time.monotonic()); note.flush(); "
+        "deadline = time.monotonic() + 30\n"
+        "while not all(os.path.exists(other) and os.path.getsize(other) for other in %r):\n"
+        "    time.sleep(0.01)\n"
+        "    if time.monotonic() > deadline: sys.exit('the others never started')\n"
+        "time.sleep(%r); "
         "note.write('%%r' %% time.monotonic()); print('output of %s'); sys.exit(%d)"
-        % (seconds, name, status)
+        % (waits, seconds, name, status)
     )
     return [sys.executable, "-c", code, str(tmp_path / name)]
 
@@ -47,7 +59,9 @@ def ended_early(tmp_path, name):
 
 
 def test_two_phases_run_at_once_and_the_table_has_each(tmp_path, capsys):
-    phases = [ci.Phase(name, noting(tmp_path, name, 1.0), 60) for name in ("a", "b", "c")]
+    awaits = {"a": ("b",), "b": ("a",), "c": ()}
+    phases = [ci.Phase(name, noting(tmp_path, name, 1.0, awaits=awaits[name]), 60)
+              for name in ("a", "b", "c")]
     assert ci.execute(phases) == 0
     spans = {name: span(tmp_path, name) for name in ("a", "b", "c")}
     # a and b overlap; c starts only once one of them has ended.
@@ -65,8 +79,10 @@ def test_two_phases_run_at_once_and_the_table_has_each(tmp_path, capsys):
 
 
 def test_a_phase_that_waits_for_the_network_takes_no_place(tmp_path):
-    phases = [ci.Phase("net", noting(tmp_path, "net", 1.0), 60, processor=False)]
-    phases += [ci.Phase(name, noting(tmp_path, name, 1.0), 60) for name in ("a", "b")]
+    names = ("net", "a", "b")
+    commands = {name: noting(tmp_path, name, 1.0, awaits=set(names) - {name}) for name in names}
+    phases = [ci.Phase("net", commands["net"], 60, processor=False)]
+    phases += [ci.Phase(name, commands[name], 60) for name in ("a", "b")]
     assert ci.execute(phases) == 0
     starts = [span(tmp_path, name)[0] for name in ("net", "a", "b")]
     ends = [span(tmp_path, name)[1] for name in ("net", "a", "b")]
