@@ -10,7 +10,7 @@ to either side alone fails. The settings the kernel follows
 import pytest
 
 import semidbm.format
-from semidbm import _index_file, _kernel
+from semidbm import _checkpoint, _index_file, _kernel
 
 from .conftest import compiled_only
 
@@ -45,3 +45,11 @@ def test_constant_is_the_formats(name):
 
 def test_every_constant_is_checked():
     assert sorted(compiled_constants()) == sorted(EXPECTED)
+
+
+def test_a_trusted_index_covers_at_least_one_record():
+    """``_index_file.load`` trusts no index covering less than the log's first checkpoint, and
+    the mapped lookups (``base_record_lengths``) rely on that: they compute ``covered -
+    RECORD_OVERHEAD`` without testing that it does not wrap."""
+    constants = compiled_constants()
+    assert _checkpoint.START_SIZE >= constants["HEADER_SIZE"] + constants["RECORD_OVERHEAD"]

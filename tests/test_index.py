@@ -1138,9 +1138,24 @@ HOSTILE = [
 ]
 
 
+def read_all_but(database, model, key):
+    """Read every key of ``model`` but ``key``: each block of the mapped table is then
+    verified, and lookups take the inline path for keys near their home (``base_near_home``)."""
+    for other, value in model.items():
+        if other != key:
+            assert database[other] == value
+
+
 @compiled_only
+@pytest.mark.parametrize("first", ["nothing", "every other key"])
 @pytest.mark.parametrize("target", HOSTILE)
-def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, no_hang):
+def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, first, no_hang):
+    """Found by the first lookup of the key, or by one after every block was verified.
+
+    The second kills the mutation that takes a slot whose check fails
+    for a hit in ``base_near_home`` (16 of these cases then read the
+    forged record: a wrong value), which the first alone does not.
+    """
     key, offset = hostile_slot(large, target)
     index_path(copied).write_bytes(redirect(large, key, offset))
     assert fmt.problems(index_of(copied), large.data) != []
@@ -1148,6 +1163,8 @@ def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, no
     for flag in ("r", "w"):
         with open_db(compiled, copied, flag) as database:
             assert database.index_covered in (0, large.size)
+            if first == "every other key":
+                read_all_but(database, large.model, key)
             assert database[key] == large.model[key]
             check_contents(database, large.model, large.absent)
             assert database.index_covered in (0, large.size)
@@ -1247,9 +1264,40 @@ def test_slots_of_two_keys_swapped(copied, large, no_hang):
 
 
 @compiled_only
+@pytest.mark.parametrize("first", ["nothing", "every other key"])
+def test_a_slot_pointing_at_an_older_put_of_its_key_without_its_checksum(
+    copied, large, first, no_hang
+):
+    """A sound record of the key, but not its last: only the block's checksum tells.
+
+    So no slot is read before its block is verified: this kills the
+    mutation that lets ``base_near_home`` read slots before every block
+    was (the lookup then answers the older value).
+    """
+    offsets, _, _ = fmt.live_records(large.data)
+    key, older = next((key, offset) for offset, key, value, _ in fmt.records(large.data)
+                      if value is not None and key in offsets and offset < offsets[key]
+                      and value != large.model[key])
+    index = fmt.Index.parse(large.index_data)
+    at = index.find(large.data, key)
+    index.slots[at] = (older, index.slots[at][1])
+    forged = bytearray(index.encode())
+    forged[-fmt.CHECKSUM.size * fmt.blocks(index.capacity):] = large.index_data[
+        -fmt.CHECKSUM.size * fmt.blocks(index.capacity):]
+    index_path(copied).write_bytes(bytes(forged))
+    with open_db(compiled_kernel(), copied) as database:
+        if first == "every other key":
+            read_all_but(database, large.model, key)
+        assert database[key] == large.model[key]
+        check_contents(database, large.model, large.absent)
+
+
+@compiled_only
+@pytest.mark.parametrize("first", ["nothing", "every key"])
 @pytest.mark.parametrize("filler", ["outside the log", "other keys' records", "mid-record"])
-def test_a_table_with_no_empty_slot(copied, large, filler, no_hang):
-    """Every slot used (the header still says fewer keys): lookups of missing keys must end."""
+def test_a_table_with_no_empty_slot(copied, large, filler, first, no_hang):
+    """Every slot used (the header still says fewer keys): lookups of missing keys must end,
+    by the first lookups or once every block was verified (past the inline path's slots)."""
     index = fmt.Index.parse(large.index_data)
     rng = random.Random(filler)
     used = [slot for slot in index.slots if slot[0]]
@@ -1265,6 +1313,8 @@ def test_a_table_with_no_empty_slot(copied, large, filler, no_hang):
     assert all(offset for offset, _ in index.slots)
     index_path(copied).write_bytes(index.encode())
     with open_db(compiled_kernel(), copied) as database:
+        if first == "every key":
+            read_all_but(database, large.model, None)
         for key in large.absent:
             assert key not in database
             with pytest.raises(KeyError):

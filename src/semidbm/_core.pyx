@@ -615,14 +615,19 @@ cdef class Store:
         cdef uint64_t offset
         cdef const char* value
         cdef Py_ssize_t value_size
+        cdef int32_t found_size
         if slot >= 0:
             offset = self.index.table.slots[slot].offset
         elif self.index.base.table.capacity == 0:
             raise KeyError(original)
         else:
-            slot = base_find(&self.index.base, key, key_size, hashed)
+            if not base_near_home(&self.index.base, key, key_size, hashed, &slot, &offset,
+                                  &found_size):
+                slot = base_find(&self.index.base, key, key_size, hashed, &offset, &found_size)
             if slot >= 0 and not base_is_shadowed(&self.index.base, slot):
-                offset = self.index.base.table.slots[slot].offset
+                if not self.verify:  # the record lies in the covered log, as base_find checked
+                    return PyBytes_FromStringAndSize(
+                        self.log.map + offset + LENGTHS_SIZE + key_size, found_size)
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
                 raise KeyError(original)
         value = self.value_at(offset, &value_size)
@@ -718,6 +723,8 @@ cdef class Store:
         cdef Borrowed borrowed
         cdef uint32_t hashed
         cdef Py_ssize_t slot, held = MISSING
+        cdef uint64_t found
+        cdef int32_t value_size
         self.check_writable("delete")
         if self.index.table.pending_count:
             keys_apply_pending(self)
@@ -726,7 +733,10 @@ cdef class Store:
             hashed = hash_key(self.index.seed, borrowed.data, borrowed.size)
             slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)
             if slot < 0 and self.index.base.table.capacity:
-                held = base_find(&self.index.base, borrowed.data, borrowed.size, hashed)
+                if not base_near_home(&self.index.base, borrowed.data, borrowed.size, hashed,
+                                      &held, &found, &value_size):
+                    held = base_find(&self.index.base, borrowed.data, borrowed.size, hashed,
+                                     &found, &value_size)
                 if held == DAMAGED:
                     keys_drop(self)
                     slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)
@@ -740,7 +750,7 @@ cdef class Store:
             if slot >= 0:
                 table_remove(&self.index.table, slot)  # its base slot, if any, is marked
             else:
-                base_shadow(&self.index.base, held)
+                base_mark(&self.index.base, held)  # not marked: tested above
         finally:
             give_back(&borrowed)
 

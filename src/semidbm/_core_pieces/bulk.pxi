@@ -495,6 +495,8 @@ cdef Py_ssize_t bulk_locate_keys(Store store, BulkTarget* targets, Py_ssize_t co
     check is dropped and the search starts again.
     """
     cdef Py_ssize_t at, slot, held
+    cdef uint64_t found
+    cdef int32_t value_size
     bulk_start_lookups(store, targets, count)
     for at in range(count):
         bulk_look_ahead(store, targets, count, at)
@@ -506,7 +508,7 @@ cdef Py_ssize_t bulk_locate_keys(Store store, BulkTarget* targets, Py_ssize_t co
         if store.index.base.table.capacity == 0:
             return at
         held = base_find(&store.index.base, targets[at].key, targets[at].size,
-                         targets[at].hashed)
+                         targets[at].hashed, &found, &value_size)
         if held == DAMAGED:
             keys_drop(store)
             return bulk_locate_keys(store, targets, count)

@@ -26,6 +26,8 @@ cdef struct Base:
     size_t map_size
     const char* checksums
     uint8_t* verified     # per block: its checksum has matched
+    size_t verified_count  # blocks verified
+    bint all_verified     # every block is
     # Per slot, a bit: the log past the base set or deleted its key
     # (NULL until the first).
     uint8_t* shadowed
@@ -56,13 +58,26 @@ cdef inline bint base_is_shadowed(const Base* base, size_t slot) noexcept nogil:
 
 cdef int base_shadow(Base* base, size_t slot) except -1:
     """Mark the mapped ``slot``'s key as set or deleted by the log past the base."""
-    if base.shadowed == NULL:
-        base.shadowed = <uint8_t*>calloc((base.table.capacity + 7) // 8, 1)
-        if base.shadowed == NULL:
-            raise MemoryError("cannot allocate the index's marks")
     if not base_is_shadowed(base, slot):
-        base.shadowed[slot >> 3] |= <uint8_t>(1 << (slot & 7))
-        base.shadowed_count += 1
+        base_mark(base, slot)
+    return 0
+
+
+cdef inline int base_mark(Base* base, size_t slot) except -1:
+    """``base_shadow`` for a ``slot`` known not to be marked (inline: a delete of a key the base
+    holds does this every time)."""
+    if base.shadowed == NULL:
+        base_start_marks(base)
+    base.shadowed[slot >> 3] |= <uint8_t>(1 << (slot & 7))
+    base.shadowed_count += 1
+    return 0
+
+
+cdef int base_start_marks(Base* base) except -1:
+    """Allocate the base's marks, none set, for its first."""
+    base.shadowed = <uint8_t*>calloc((base.table.capacity + 7) // 8, 1)
+    if base.shadowed == NULL:
+        raise MemoryError("cannot allocate the index's marks")
     return 0
 
 
@@ -82,6 +97,9 @@ cdef bint base_verify_block(Base* base, size_t block) noexcept nogil:
     if crc32(0, <const char*>(base.table.slots + first), count * sizeof(Slot)) != expected:
         return False
     base.verified[block] = 1
+    base.verified_count += 1
+    base.all_verified = base.verified_count == (
+        (base.table.capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS)
     return True
 
 
@@ -100,18 +118,31 @@ cdef bint base_verify_all(Base* base) noexcept nogil:
     return used == base.table.count
 
 
-cdef inline bint base_record_fits(const Base* base, uint64_t offset) noexcept nogil:
-    """Whether a slot's ``offset`` points at a put record whose bytes lie within the covered log."""
+cdef inline bint base_record_lengths(const Base* base, uint64_t offset, int32_t* key_size,
+                                     int32_t* value_size) noexcept nogil:
+    """Whether a slot's ``offset`` points at a put record whose bytes lie within the covered log;
+    its lengths, read once, in ``key_size`` and ``value_size`` (the file may change under the
+    map: lengths read again could be other than those checked).
+
+    ``covered`` is at least ``HEADER_SIZE + RECORD_OVERHEAD`` while there is a base
+    (``_index_file.load`` trusts none that covers less than the log's first checkpoint:
+    test_core_constants.py), so ``covered - RECORD_OVERHEAD`` does not wrap.
+    """
     cdef const char* record
-    cdef int32_t key_size, value_size
-    if (base.covered < HEADER_SIZE + RECORD_OVERHEAD or offset < HEADER_SIZE
-            or offset > base.covered - RECORD_OVERHEAD):
+    if offset < HEADER_SIZE or offset > base.covered - RECORD_OVERHEAD:
         return False
     record = base.table.log.map + offset
-    key_size = <int32_t>load_be32(record)
-    value_size = <int32_t>load_be32(record + 4)
-    return (key_size >= 0 and value_size >= 0 and <uint64_t>key_size + <uint64_t>value_size
+    key_size[0] = <int32_t>load_be32(record)
+    value_size[0] = <int32_t>load_be32(record + 4)
+    return (key_size[0] >= 0 and value_size[0] >= 0
+            and <uint64_t>key_size[0] + <uint64_t>value_size[0]
             <= base.covered - RECORD_OVERHEAD - offset)
+
+
+cdef inline bint base_record_fits(const Base* base, uint64_t offset) noexcept nogil:
+    """Whether a slot's ``offset`` points at a put record whose bytes lie within the covered log."""
+    cdef int32_t key_size, value_size
+    return base_record_lengths(base, offset, &key_size, &value_size)
 
 
 cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
@@ -126,46 +157,103 @@ cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
                     <int32_t>load_be32(record)) == base.table.slots[slot].hash
 
 
-cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size,
-                                 uint32_t hashed) noexcept nogil:
+cdef inline bint base_enter_block(Base* base, size_t block) noexcept nogil:
+    """Whether the probe may read the slots of ``block``: all blocks or this one verified, or
+    it is verified now."""
+    return base.all_verified or base.verified[block] or base_verify_block(base, block)
+
+
+cdef inline int base_slot_holds(const Base* base, size_t index, const char* key,
+                                Py_ssize_t size, uint32_t hashed, uint64_t* offset,
+                                int32_t* value_size) noexcept nogil:
+    """1 if the mapped slot ``index`` (of a verified block, in use) holds ``key``, with the
+    record's ``offset`` and ``value_size`` as checked, 0 if it holds another key, DAMAGED if a
+    check fails.
+
+    A slot whose hash matches must be sound: its record lies within the
+    covered log (read once: the file may change under the map, and
+    lengths read again could be other than those checked), so no byte
+    outside it is read, and a slot pointing at another key's record, or
+    into a record, is caught (``base_slot_sound``).
+    """
+    cdef uint64_t found = base.table.slots[index].offset
+    cdef int32_t key_size, found_size
+    cdef const char* record
+    if base.table.slots[index].hash != hashed:
+        return 0
+    if not base_record_lengths(base, found, &key_size, &found_size):
+        return DAMAGED
+    record = base.table.log.map + found
+    if key_size == size and memcmp(record + LENGTHS_SIZE, key, size) == 0:
+        offset[0] = found
+        value_size[0] = found_size
+        return 1
+    return 0 if base_slot_sound(base, index) else DAMAGED
+
+
+cdef enum:
+    # How many slots from its home ``base_near_home`` looks at for a key: a table two thirds
+    # full (``_index_file.capacity_for``) holds about 9 keys in 10 within 4 of their home.
+    NEAR_HOME = 4
+
+
+cdef inline bint base_near_home(const Base* base, const char* key, Py_ssize_t size,
+                                uint32_t hashed, Py_ssize_t* slot, uint64_t* offset,
+                                int32_t* value_size) noexcept nogil:
+    """Whether ``key`` is in one of the ``NEAR_HOME`` slots from its home in the mapped table,
+    every block verified (its slot in ``slot``, as ``base_find`` would give it): the usual
+    hit, found inline by the hot paths before they call ``base_find``, too large to inline,
+    which finds whatever this does not (and tells a damaged slot from another key's)."""
+    cdef size_t at
+    cdef Py_ssize_t steps
+    cdef int held
+    if not base.all_verified:
+        return False
+    at = home_slot(hashed, base.table.capacity)
+    for steps in range(NEAR_HOME):
+        if base.table.slots[at].offset == 0:
+            return False
+        held = base_slot_holds(base, at, key, size, hashed, offset, value_size)
+        if held:
+            slot[0] = at
+            return held == 1
+        at = next_slot(at, base.table.capacity)
+    return False
+
+
+cdef Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size, uint32_t hashed,
+                          uint64_t* offset, int32_t* value_size) noexcept nogil:
     """The mapped slot of ``key``, MISSING, or DAMAGED if a check on the way fails.
 
-    Each block the probe enters is verified; a slot whose hash matches
-    must be sound (``base_slot_sound``: so no byte outside the covered
-    log is read, and a slot pointing at another key's record, or into
-    a record, is caught), and the probe visits each slot once at most
-    (a table without an empty slot is damaged).
+    On a hit, ``offset`` and ``value_size`` are the record's, as checked
+    (``base_slot_holds``): its value at ``offset + LENGTHS_SIZE + size``
+    may be read without another check. Each block the probe enters is
+    verified, and the probe ends, DAMAGED, once it has crossed into more
+    blocks than the table has, plus one (a table without an empty slot is
+    damaged): it visits each slot at most twice, and pays that test once
+    per block, not once per slot.
     """
-    cdef size_t index, steps = 0
-    cdef const char* record
+    cdef size_t index, crossings = 0
+    cdef size_t blocks = (base.table.capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS
+    cdef int held
     if base.table.capacity == 0:
         return MISSING
     index = home_slot(hashed, base.table.capacity)
-    if not base.verified[index // BLOCK_SLOTS] and not base_verify_block(
-        base, index // BLOCK_SLOTS
-    ):
+    if not base_enter_block(base, index // BLOCK_SLOTS):
         return DAMAGED
     while True:
         if base.table.slots[index].offset == 0:
             return MISSING
-        if base.table.slots[index].hash == hashed:
-            if not base_record_fits(base, base.table.slots[index].offset):
-                return DAMAGED
-            record = base.table.log.map + base.table.slots[index].offset
-            if <Py_ssize_t>load_be32(record) == size and memcmp(
-                record + LENGTHS_SIZE, key, size
-            ) == 0:
-                return index
-            if not base_slot_sound(base, index):
-                return DAMAGED
-        steps += 1
-        if steps == base.table.capacity:
+        held = base_slot_holds(base, index, key, size, hashed, offset, value_size)
+        if held == 1:
+            return index
+        if held == DAMAGED:
             return DAMAGED
         index = next_slot(index, base.table.capacity)
-        if index % BLOCK_SLOTS == 0 and not base.verified[index // BLOCK_SLOTS] and (
-            not base_verify_block(base, index // BLOCK_SLOTS)
-        ):
-            return DAMAGED
+        if index % BLOCK_SLOTS == 0:
+            crossings += 1
+            if crossings > blocks or not base_enter_block(base, index // BLOCK_SLOTS):
+                return DAMAGED
 
 
 cdef void base_clear(Base* base) noexcept:
@@ -178,6 +266,8 @@ cdef void base_clear(Base* base) noexcept:
     base.map_size = 0
     base.checksums = NULL
     base.verified = NULL
+    base.verified_count = 0
+    base.all_verified = False
     base.shadowed = NULL
     base.shadowed_count = 0
     base.covered = 0
@@ -198,11 +288,14 @@ cdef int index_put(Index* index, uint32_t hashed, uint64_t offset) except -1:
     cdef Py_ssize_t slot = table_find(table, record + LENGTHS_SIZE,
                                       <int32_t>load_be32(record), hashed)
     cdef Py_ssize_t held
+    cdef uint64_t found
+    cdef int32_t value_size
     if slot >= 0:
         table.slots[slot].offset = offset
         return 0
     if index.base.table.capacity:
-        held = base_find(&index.base, record + LENGTHS_SIZE, <int32_t>load_be32(record), hashed)
+        held = base_find(&index.base, record + LENGTHS_SIZE, <int32_t>load_be32(record), hashed,
+                         &found, &value_size)
         if held == DAMAGED:
             return DAMAGED
         if held >= 0:
@@ -223,13 +316,15 @@ cdef int index_delete(Index* index, uint32_t hashed, uint64_t offset) except -1:
     cdef const char* key = record + LENGTHS_SIZE
     cdef int32_t size = <int32_t>load_be32(record)
     cdef Py_ssize_t held
+    cdef uint64_t found
+    cdef int32_t value_size
     cdef Py_ssize_t slot = table_find(table, key, size, hashed)
     if slot >= 0:
         table_remove(table, slot)
         return 0
     if index.base.table.capacity == 0:
         return 0
-    held = base_find(&index.base, key, size, hashed)
+    held = base_find(&index.base, key, size, hashed, &found, &value_size)
     if held == DAMAGED:
         return DAMAGED
     if held >= 0:

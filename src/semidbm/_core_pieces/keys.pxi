@@ -125,9 +125,9 @@ cdef Py_ssize_t keys_find(Store store, const char* key, Py_ssize_t size, uint32_
 cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
                                   uint32_t hashed, uint64_t* offset) except -2:
     """``keys_find`` for a key the private table does not hold."""
-    cdef Py_ssize_t slot = base_find(&store.index.base, key, size, hashed)
+    cdef int32_t value_size
+    cdef Py_ssize_t slot = base_find(&store.index.base, key, size, hashed, offset, &value_size)
     if slot >= 0:
-        offset[0] = store.index.base.table.slots[slot].offset
         return not base_is_shadowed(&store.index.base, slot)
     if slot == DAMAGED:
         keys_drop(store)
