@@ -27,7 +27,7 @@ cdef struct Base:
     const char* checksums
     uint8_t* verified     # per block: its checksum has matched
     size_t verified_count  # blocks verified
-    bint all_verified     # every block is
+    bint all_verified     # every block is (these three change only with the GIL held)
     # Per slot, a bit: the log past the base set or deleted its key
     # (NULL until the first).
     uint8_t* shadowed
@@ -193,8 +193,8 @@ cdef inline int base_slot_holds(const Base* base, size_t index, const char* key,
 
 cdef enum:
     # How many slots from its home ``base_near_home`` looks at for a key: in a table two thirds
-    # full (``_index_file.capacity_for``), 94 keys in 100 lie within 4 of their home.
-    NEAR_HOME = 4
+    # full (``_index_file.capacity_for``), 98 keys in 100 lie within 6 of their home.
+    NEAR_HOME = 6
 
 
 cdef inline bint base_near_home(const Base* base, const char* key, Py_ssize_t size,
