@@ -163,3 +163,9 @@ VIEWS_ALIVE = (
     "cannot compact %s while %d view(s) of its values are alive: this system cannot "
     "replace a mapped file; release them (memoryview.release(), or drop every reference) first"
 )
+#: A writer refused because this process has the database open as an exclusive writer
+#: (``db._refuse_writer_here``; the lock's own refusal would name this process's id).
+LOCKED_HERE = (
+    "semidbm database is locked by another writer (this process: a database object "
+    "still open for writing; use that one, or close it first)"
+)

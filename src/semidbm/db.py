@@ -146,7 +146,9 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if lock is not None:
                 lock.forget()
 
-    SemiDBM.__module__ = "semidbm"
+    # Named where users meet it, not after this function: type(db) is semidbm.db.SemiDBM.
+    SemiDBM.__module__ = __name__
+    SemiDBM.__qualname__ = SemiDBM.__name__
     # Concrete at run time: the kernel's Store provides what Database leaves abstract.
     _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
@@ -491,6 +493,7 @@ def _check_database(directory, flag, mode, major, timeout):
     _check_directory(directory, flag)
     if flag == "r":
         return directory, None
+    _refuse_writer_here(directory)
     if flag in SHARED_FLAGS:
         lock = _lock.SharedLock(directory.path, mode, timeout)
         try:
@@ -515,6 +518,28 @@ def _check_database(directory, flag, mode, major, timeout):
         lock.release()
         raise
     return directory, lock
+
+
+def _refuse_writer_here(directory):
+    """Raise DBMError if this process has ``directory``'s database open as an exclusive writer.
+
+    The lock would refuse the new writer all the same, naming the process
+    that holds it: this one. Said here instead, so that the message tells
+    a user who opened the database twice in one program what to do.
+    """
+    try:
+        info = os.stat(directory.path)
+    except OSError:
+        return  # the lock's own refusal, or its error, then says what it finds
+    for database in list(_open_writers.values()):
+        if database._arguments[1] in SHARED_FLAGS:
+            continue  # shared writers: the lock says they hold it
+        try:
+            same = os.path.samestat(info, os.stat(os.path.dirname(database.path)))
+        except OSError:  # its directory gone or moved: not this one
+            continue
+        if same and not database.closed:
+            raise DBMError(errno.EAGAIN, _messages.LOCKED_HERE, directory.path)
 
 
 def _check_directory(directory, flag):
