@@ -498,7 +498,10 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
         Set and delete keys on the batch inside a ``with`` block; they
         reach the database when the block ends without an exception, as
-        one record of the log, and an exception discards them. After a
+        one record of the log, and an exception discards them. Without a
+        block, :meth:`Batch.commit` and :meth:`Batch.rollback` do the
+        same (see :doc:`/batches` for what each does once a batch has
+        ended). After a
         crash or a power cut at any moment, the database holds every
         change of a batch or none, and a reader's :meth:`refresh` never
         shows part of one. Reads meanwhile show the database as it was
@@ -510,7 +513,8 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         with ``db.compact(format=2)`` or ``semidbm upgrade DIRECTORY``.
 
         Returns:
-            Batch: the batch, to use in a ``with`` block.
+            Batch: the batch, to use in a ``with`` block, or to end with
+            its ``commit()`` or ``rollback()``.
 
         Raises:
             semidbm.error: the database is closed, read-only, or of format

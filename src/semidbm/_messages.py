@@ -149,8 +149,17 @@ DUMP_OVER_BATCH = (
     "its records add up to %s, more than the batch can take (%s): import it without a batch "
     "(semidbm import --no-batch), record by record"
 )
-#: A batch used after its ``with`` block (committed or discarded).
-BATCH_OVER = "this semidbm batch is over (committed or discarded): start another with db.batch()"
+#: A batch changed or committed after it ended (how it ended: ``_batch.COMMITTED``, ...).
+BATCH_OVER = "this semidbm batch is over (%s): start another with db.batch()"
+#: A rollback of a committed batch.
+BATCH_COMMITTED = (
+    "cannot roll back this semidbm batch: it was committed, and its changes are in the database"
+)
+#: A batch with changes collected before its commit or rollback (how many keys it changed).
+BATCH_UNENDED = (
+    "a semidbm batch changing %d key(s) was never committed or rolled back, and its changes "
+    "are discarded: call batch.commit() or batch.rollback(), or use it in a with block"
+)
 #: ``open(format=)`` naming another format than an existing database's (path, its major and
 #: minor version, the format asked for).
 OTHER_FORMAT = (

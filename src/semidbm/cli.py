@@ -549,6 +549,8 @@ def run_import(args):
                 database.close()
         except BaseException as exc:
             interrupts.hold()
+            if sink is not None:
+                sink.discard()
             if database is not None:
                 _close_after_failure(database)
             if made is not None:
@@ -663,6 +665,9 @@ class _Counted:
     def commit(self, count):
         """Nothing left to do: each of the ``count`` records went in as it came."""
 
+    def discard(self):
+        """Nothing to discard: the records stored stay (``stored`` counts them)."""
+
 
 class _InOneBatch:
     """The database as an import writes it all or nothing: one batch, held in memory until written.
@@ -677,12 +682,18 @@ class _InOneBatch:
         self.target = database.batch()
         #: The records in the database: none until the commit, then all.
         self.stored = 0
+        #: Whether the batch committed (a failure after that, in the close, leaves it).
+        self.committed = False
 
     def commit(self, count):
         """Write the batch: the dump's ``count`` records reach the database together."""
-        with self.target:  # left without an exception, the block commits the batch
-            pass
-        self.stored = count
+        self.target.commit()
+        self.committed, self.stored = True, count
+
+    def discard(self):
+        """After a failure: roll the batch back, unless it committed (then it stays)."""
+        if not self.committed:
+            self.target.rollback()
 
 
 #: The signals that interrupt an import, which then cleans up (Ctrl-C, kill, a closed terminal).
