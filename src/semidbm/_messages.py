@@ -33,6 +33,19 @@ BAD_FLAG = (
     "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
     "database with other processes, not %r"
 )
+#: A flag of ``semidbm.open`` that is none of its own nor one with dbm.gnu's letters.
+BAD_OPEN_FLAG = (
+    "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
+    "database with other processes, each of the first four followed by any of dbm.gnu's "
+    "letters f, s and u ('cf', 'ws', 'wu'), not %r"
+)
+#: dbm.gnu's 'u' (no lock) after 'n' (the flag): the shared writers it stands for open an
+#: existing database or create one, and never empty one.
+NEW_UNLOCKED = (
+    "flag %r: semidbm reads dbm.gnu's 'u' (no lock) as a shared writer ('wm' or 'cm': any "
+    "number of processes write the database at once, each in its turn), which never empties "
+    "a database; open it with 'n' and close it, then open it with 'wu' (or 'wm')"
+)
 #: Pickling an exclusive writer (the database's repr).
 NOT_PICKLED = (
     "an exclusive semidbm writer cannot be pickled: another process could not open it while "
