@@ -364,8 +364,11 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
     @abstractmethod
     def compact(
-        self, progress: Callable[[int, int], object] | None = None, format: int | None = None
-    ) -> None:
+        self,
+        progress: Callable[[int, int], object] | None = None,
+        format: int | None = None,
+        recover: bool = False,
+    ) -> int:
         """Rewrite the data file with only the live records, reclaiming the space of the rest.
 
         The log only grows: overwritten and deleted values stay in it
@@ -373,6 +376,13 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         replaces the old one, so a crash at any moment leaves one or the
         other, whole. Readers that have the database open switch to the
         new file at their next :meth:`refresh`.
+
+        A compaction reads every byte it copies, so it checks each
+        record's CRC-32 as it copies it: a damaged record is never
+        copied, since in the new file it would read as sound data (or,
+        where a zero byte lands beside a page boundary, end the log as
+        lost data, and take every record after it). What that costs is
+        measured in :doc:`/durability` ("Compaction").
 
         Args:
             progress: called as ``progress(done, total)`` with the bytes
@@ -382,8 +392,19 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 database to format 2.0, which has :meth:`batch` (semidbm
                 0.5.1 then refuses to open it); ``1`` turns one back into
                 0.5.1's format 1.1. None (the default) keeps the format.
+            recover: leave damaged records out instead of refusing: the
+                key of each is then gone from the database (its older
+                values were overwritten, and are not brought back).
+
+        Returns:
+            int: the number of damaged records left out (0 without
+            ``recover``).
 
         Raises:
+            semidbm.DBMChecksumError: a live record's checksum does not
+                match (without ``recover``): the message names its key
+                and its offset in the data file; the database is
+                unchanged.
             semidbm.error: the database is read-only or closed, or
                 writing the new file failed (the database is unchanged).
                 On Windows, also while views of its values

@@ -95,6 +95,11 @@ FORKED = (
 #: A value whose CRC-32 does not match (path, key, offset of its record, as
 #: ``semidbm verify`` reports it).
 CHECKSUM_MISMATCH = "%s: checksum mismatch in the record of key %r at offset %d"
+#: What follows CHECKSUM_MISMATCH when a compaction meets a damaged live record.
+COMPACT_DAMAGED = (
+    "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "
+    "(semidbm compact --recover) leaves such records out, and their keys with them"
+)
 #: A record whose lengths no record can have (path, offset, key length,
 #: value length): nothing after it can be read.
 CORRUPT_RECORD = "%s: corrupt record at offset %d (key length %d, value length %d)"
