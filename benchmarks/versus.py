@@ -13,12 +13,14 @@ repetition times ``rebuild_seconds``: opening one database of the preset
 with its index file removed, so that the whole log is replayed (the
 slow path of an open: ``reopen_seconds`` goes through the index), and
 ``compact_seconds``: compacting a copy of that database, every record
-of which is live and copied. ``--kernel python`` times those two alone
-with the pure-Python kernel of each commit (``SEMIDBM_PURE_PYTHON=1``;
-the worker's workloads are the compiled kernel's).
+of which is live and copied. ``--no-workloads`` times those two alone,
+more repetitions in the same time; ``--kernel python`` times them with
+the pure-Python kernel of each commit (``SEMIDBM_PURE_PYTHON=1``; the
+worker's workloads are the compiled kernel's, so it implies
+``--no-workloads``).
 
     .venv/bin/python benchmarks/versus.py OLD [NEW] [--preset a|b] [--repeat R]
-        [--kernel cython|python]
+        [--kernel cython|python] [--no-workloads]
 
 NEW defaults to the working tree as committed at HEAD. Preset a is
 1,000,000 keys of 16 bytes with values of 100 bytes, b 1,000 keys with
@@ -125,8 +127,10 @@ def main(argv=None):
     parser.add_argument("--preset", choices=CHOICES, default="a")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--kernel", choices=("cython", "python"), default="cython")
+    parser.add_argument("--no-workloads", action="store_true")
     args = parser.parse_args(argv)
     pure = args.kernel == "python"
+    workloads = not (pure or args.no_workloads)
     runs = {"old": [], "new": []}
     with builds(args.old, args.new) as (place, sources):
         unindexed = os.path.join(place, "unindexed")
@@ -135,7 +139,7 @@ def main(argv=None):
         for repetition in range(args.repeat):
             for name in ("old", "new"):
                 source = sources[name]
-                found = {} if pure else figures(run_worker(source, args.preset, repetition))
+                found = figures(run_worker(source, args.preset, repetition)) if workloads else {}
                 found["rebuild_seconds"] = float(
                     python_with(source, TIME_OPEN, unindexed, pure=pure))
                 found["compact_seconds"] = float(
