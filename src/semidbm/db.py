@@ -633,9 +633,12 @@ def _refuse_writer_here(directory):
         info = os.stat(directory.path)
     except OSError:
         return  # the lock's own refusal, or its error, then says what it finds
-    for database in list(_open_writers.values()):
-        if database._arguments[1] in SHARED_FLAGS:
-            continue  # shared writers: the lock says they hold it
+    # valuerefs(): a list made at once, which another thread's open or close cannot change
+    # while it is gone over.
+    for reference in _open_writers.valuerefs():
+        database = reference()
+        if database is None or database._arguments[1] in SHARED_FLAGS:
+            continue  # collected; or shared writers, which the lock names as such
         try:
             same = os.path.samestat(info, os.stat(os.path.dirname(database.path)))
         except OSError:  # its directory gone or moved: not this one
