@@ -32,7 +32,7 @@ CAPACITY = MAX_LENGTH
 #: How a batch ended (``Batch._ended``), as its messages say it.
 COMMITTED = "committed"
 ROLLED_BACK = "rolled back"
-COMMIT_FAILED = "its commit failed, and its changes were discarded"
+COMMIT_FAILED = "its commit failed"
 
 
 class Batch:
@@ -125,9 +125,11 @@ class Batch:
         The changes reach the database and its readers together; like
         other writes, they are durable after :meth:`semidbm.Database.sync`
         or :meth:`~semidbm.Database.close`. A batch without changes
-        writes nothing. If the write fails (the database closed, a full
-        disk), the error is raised and the changes are discarded: the
-        database has none of them.
+        writes nothing. If the commit raises (the database closed, a
+        full disk), the batch ends all the same: the database has all of
+        its changes or none, never part, and none unless the error came
+        after the append (the sync of a database opened with the flag
+        letter ``s``).
 
         Raises:
             semidbm.error: the batch has ended already (committed, or
