@@ -148,7 +148,7 @@ def test_the_command_refuses_then_recovers_and_stats_counts_the_damage(
     assert cli.main(["stats", str(dbpath)]) == 0
     assert "damaged" not in capsys.readouterr().out  # not checked unless asked
     assert cli.main(["stats", "--verify", str(dbpath)]) == 0
-    assert "damaged records   2 (1 of them current values; run semidbm verify)\n" in (
+    assert "damaged records   2 (1 holding a key's current value; run semidbm verify)\n" in (
         capsys.readouterr().out
     )
     assert cli.main(["stats", "--verify", "--json", str(dbpath)]) == 0

@@ -434,7 +434,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         interpreter exits is closed then.
 
         Args:
-            compact: run :meth:`compact` before closing.
+            compact: run :meth:`compact` before closing. If the
+                compaction fails (a damaged record, say), its error is
+                raised and the database stays open.
         """
 
     # --- the rest of the dbm interface, on top of those --------------------------

@@ -339,7 +339,7 @@ def run_stats(args):
     if args.verify:
         lines.append((
             "damaged records",
-            "{:,} ({:,} of them current values; run semidbm verify)".format(
+            "{:,} ({:,} holding a key's current value; run semidbm verify)".format(
                 numbers["damaged_records"], numbers["damaged_live_records"]
             ) if found.bad_checksums else "none",
         ))
