@@ -11,9 +11,16 @@ the per-repetition ratios new / old (above 1 is faster), as
 close together mean anything. Besides ``_worker.py``'s workloads, each
 repetition times ``rebuild_seconds``: opening one database of the preset
 with its index file removed, so that the whole log is replayed (the
-slow path of an open: ``reopen_seconds`` goes through the index).
+slow path of an open: ``reopen_seconds`` goes through the index), and
+``compact_seconds``: compacting a copy of that database, every record
+of which is live and copied. ``--no-workloads`` times those two alone,
+more repetitions in the same time; ``--kernel python`` times them with
+the pure-Python kernel of each commit (``SEMIDBM_PURE_PYTHON=1``; the
+worker's workloads are the compiled kernel's, so it implies
+``--no-workloads``).
 
     .venv/bin/python benchmarks/versus.py OLD [NEW] [--preset a|b] [--repeat R]
+        [--kernel cython|python] [--no-workloads]
 
 NEW defaults to the working tree as committed at HEAD. Preset a is
 1,000,000 keys of 16 bytes with values of 100 bytes, b 1,000 keys with
@@ -81,11 +88,27 @@ print(time.perf_counter() - start)
 """
 
 
-def python_with(source, code, *args):
-    """Run ``code`` with the semidbm of ``source``; its standard output."""
+#: Prints the seconds that compacting a copy (at argv[2]) of the database at argv[1] takes.
+TIME_COMPACT = """
+import shutil, sys, time
+import semidbm
+shutil.copytree(sys.argv[1], sys.argv[2])
+with semidbm.open(sys.argv[2], "w") as database:
+    start = time.perf_counter()
+    database.compact()
+    print(time.perf_counter() - start)
+shutil.rmtree(sys.argv[2])
+"""
+
+
+def python_with(source, code, *args, pure=False):
+    """Run ``code`` with the semidbm of ``source`` (its pure kernel if ``pure``); its output."""
+    environment = dict(os.environ, PYTHONPATH=source)
+    if pure:
+        environment["SEMIDBM_PURE_PYTHON"] = "1"
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, args)],
-        env=dict(os.environ, PYTHONPATH=source),
+        env=environment,
         stdout=subprocess.PIPE,
         text=True,
         check=True,
@@ -103,18 +126,27 @@ def main(argv=None):
     parser = commits_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=CHOICES, default="a")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--kernel", choices=("cython", "python"), default="cython")
+    parser.add_argument("--no-workloads", action="store_true")
     args = parser.parse_args(argv)
+    pure = args.kernel == "python"
+    workloads = not (pure or args.no_workloads)
     runs = {"old": [], "new": []}
     with builds(args.old, args.new) as (place, sources):
         unindexed = os.path.join(place, "unindexed")
+        copy = os.path.join(place, "compacted")
         python_with(sources["new"], MAKE_UNINDEXED, unindexed, *sizes(args.preset))
         for repetition in range(args.repeat):
             for name in ("old", "new"):
-                found = figures(run_worker(sources[name], args.preset, repetition))
-                found["rebuild_seconds"] = float(python_with(sources[name], TIME_OPEN, unindexed))
+                source = sources[name]
+                found = figures(run_worker(source, args.preset, repetition)) if workloads else {}
+                found["rebuild_seconds"] = float(
+                    python_with(source, TIME_OPEN, unindexed, pure=pure))
+                found["compact_seconds"] = float(
+                    python_with(source, TIME_COMPACT, unindexed, copy, pure=pure))
                 runs[name].append(found)
-    print("Preset %s, %s -> %s, medians of %d interleaved repetitions:" % (
-        args.preset, args.old, args.new, args.repeat))
+    print("Preset %s, the %s kernel, %s -> %s, medians of %d interleaved repetitions:" % (
+        args.preset, args.kernel, args.old, args.new, args.repeat))
     rows = []
     for workload in runs["old"][0]:
         old = [run[workload] for run in runs["old"]]

@@ -8,6 +8,7 @@ the command's ``upgrade``; and the crash and power-loss harnesses on
 batches, each shown to catch batches that are not atomic.
 """
 
+import gc
 import os
 import random
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 import zlib
 
 import pytest
@@ -147,6 +149,130 @@ def test_a_batch_is_over_after_its_block(dbopen, dbpath):
             with pytest.raises(semidbm.error, match="over"):
                 use()
         assert dict(database.items()) == {b"a": b"1"}
+
+
+def test_commit_and_rollback_end_a_batch_without_a_block(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        batch = database.batch()
+        batch[b"a"] = b"2"
+        batch[b"b"] = b"3"
+        assert dict(database.items()) == {b"a": b"1"}
+        batch.commit()
+        assert dict(database.items()) == {b"a": b"2", b"b": b"3"}
+        database.sync()
+        size = os.path.getsize(database.path)
+        discarded = database.batch()
+        discarded[b"a"] = b"never"
+        del discarded[b"b"]
+        discarded.rollback()
+        database.sync()
+        assert os.path.getsize(database.path) == size, "a rollback writes nothing"
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"a": b"2", b"b": b"3"}
+
+
+def ended(database, how):
+    """A batch of ``database`` that changed b"a" and then ended ``how``."""
+    batch = database.batch()
+    batch[b"a"] = b"from the batch"
+    getattr(batch, how)()
+    return batch
+
+
+def test_a_batch_ends_once(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+        committed = ended(database, "commit")
+        for again in (committed.commit, lambda: committed.__setitem__(b"b", b"1"),
+                      lambda: committed.__delitem__(b"a"), committed.__enter__):
+            with pytest.raises(semidbm.error, match="batch is over \\(committed\\)"):
+                again()
+        with pytest.raises(semidbm.error, match="cannot roll back .* it was committed"):
+            committed.rollback()
+        rolled_back = ended(database, "rollback")
+        rolled_back.rollback()  # again: nothing to do, as cleanup code may call it
+        with pytest.raises(semidbm.error, match="batch is over \\(rolled back\\)"):
+            rolled_back.commit()
+        assert database[b"a"] == b"from the batch"  # committed once, rolled back never
+
+
+@pytest.mark.parametrize("how", ["commit", "rollback"])
+def test_a_block_leaves_a_batch_ended_inside_it_as_it_is(dbopen, dbpath, how):
+    with dbopen(dbpath, "c", format=2) as database:
+        with database.batch() as batch:
+            batch[b"a"] = b"1"
+            getattr(batch, how)()
+        assert dict(database.items()) == ({b"a": b"1"} if how == "commit" else {})
+        with pytest.raises(RuntimeError), database.batch() as batch:
+            batch[b"b"] = b"2"
+            getattr(batch, how)()
+            raise RuntimeError  # a committed batch stays committed: the block cannot undo it
+        assert (b"b" in database) == (how == "commit")
+
+
+def test_a_failed_commit_discards_the_changes(dbopen, dbpath):
+    database = dbopen(dbpath, "c", format=2)
+    batch = database.batch()
+    batch[b"a"] = b"1"
+    database.close()
+    with pytest.raises(semidbm.error, match="closed"):
+        batch.commit()
+    batch.rollback()  # nothing left to roll back: no error
+    with pytest.raises(semidbm.error, match="over \\(its commit failed"):
+        batch.commit()
+    with dbopen(dbpath) as reader:
+        assert b"a" not in reader
+
+
+def collected_warnings(make_and_drop):
+    """The ResourceWarnings raised while ``make_and_drop()`` runs and the collector collects."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_and_drop()
+        gc.collect()
+    return [warning for warning in caught if issubclass(warning.category, ResourceWarning)]
+
+
+def test_a_batch_collected_with_changes_it_never_ended_warns(dbopen, dbpath):
+    with dbopen(dbpath, "c", format=2) as database:
+
+        def forgotten():
+            batch = database.batch()
+            batch[b"x"] = b"1"
+            del batch[b"x"]  # one key changed, whatever its last change is
+
+        (warning,) = collected_warnings(forgotten)
+        assert "a semidbm batch changing 1 key(s) was never committed" in str(warning.message)
+        assert warning.filename == __file__, "the warning points at the test, not at semidbm"
+        # Collected in another thread: the warning only, the database untouched.
+        thread = threading.Thread(target=forgotten)
+        assert len(collected_warnings(lambda: (thread.start(), thread.join()))) == 1
+        # Nothing is lost: an empty batch, and batches that ended, are collected silently.
+        quiet = [database.batch, lambda: ended(database, "commit"),
+                 lambda: ended(database, "rollback")]
+        for make in quiet:
+            assert collected_warnings(make) == []
+        assert dict(database.items()) == {b"a": b"from the batch"}
+
+
+def test_a_shared_writer_s_batch_commits_without_a_block(dbopen, dbpath):
+    # Without a block, the batch takes no turn until it commits: the commit takes one of
+    # its own, and writes the batch whole.
+    with dbopen(dbpath, "cm", format=2, lock_timeout=0.05) as first, dbopen(dbpath, "wm") as second:
+        batch = second.batch()
+        batch[b"a"] = b"1"
+        batch[b"b"] = b"2"
+        first[b"c"] = b"3"  # no turn is held while the batch fills
+        batch.commit()
+        first.refresh()
+        assert dict(first.items()) == {b"a": b"1", b"b": b"2", b"c": b"3"}
+        with second.batch() as batch:
+            batch[b"a"] = b"10"
+            batch.commit()  # in the block's turn
+            with pytest.raises(semidbm.error, match="wait for itself"):
+                first[b"z"] = b"1"  # the block still holds the turn after the commit
+        first[b"after"] = b"1"  # the block ended its turn
+        assert first[b"a"] == b"10"
 
 
 def test_a_batch_needs_an_open_writable_database_of_format_2(dbopen, dbpath, tmp_path):

@@ -10,6 +10,7 @@ went in (the first ones, in order). ``set`` without VALUE and
 """
 
 import errno
+import gc
 import os
 import pty
 import re
@@ -229,13 +230,18 @@ def test_a_failure_midway_into_a_database_of_format_2_imports_nothing(
     FailsWhileFilling(50, failure).install(monkeypatch)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
-    if failure == "interrupt":
-        assert cli.main(["import", str(dump), str(batched)]) == 130
-        assert capsys.readouterr().err == "semidbm: interrupted: nothing imported\n"
-    else:
-        with pytest.raises(RuntimeError, match="a failure midway"):
-            cli.main(["import", str(dump), str(batched)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        if failure == "interrupt":
+            assert cli.main(["import", str(dump), str(batched)]) == 130
+            assert capsys.readouterr().err == "semidbm: interrupted: nothing imported\n"
+        else:
+            with pytest.raises(RuntimeError, match="a failure midway"):
+                cli.main(["import", str(dump), str(batched)])
+        gc.collect()
     assert contents(batched) == FILLED
+    # The import rolls its batch back: dropped without, it would warn of changes lost.
+    assert [str(warning.message) for warning in caught] == []
 
 
 #: Records whose dump has escapes, a comment, a CRLF line end, an empty value and a key given twice.

@@ -4,6 +4,7 @@ Multi-process cases run real processes (``subprocess`` with the same
 interpreter and the kernel under test), never mocks.
 """
 
+import errno
 import os
 import signal
 import struct
@@ -92,13 +93,32 @@ def test_second_writer_in_the_same_process_is_refused(dbopen, dbpath):
     first[b"a"] = b"1"
     first.sync()
     for flag in "wcn":
-        refusal = "locked by another writer \\(process %d\\)" % os.getpid()
+        refusal = "locked by another writer \\(this process: a database object still open"
         with pytest.raises(semidbm.error, match=refusal):
             dbopen(dbpath, flag)
     assert first[b"a"] == b"1", "a refused 'n' must not empty the database"
     first.close()
     with dbopen(dbpath, "w") as second:
         assert second[b"a"] == b"1"
+
+
+def test_a_writer_here_is_named_by_any_path_and_a_shared_writer_is_told_too(dbopen, dbpath):
+    # Caught by comparing the directory itself, not its spelling: a check on the path
+    # string would miss the symlink and let the lock name this process's id.
+    link = dbpath.parent / "link.db"
+    with dbopen(dbpath, "c"):
+        link.symlink_to(dbpath)
+        for flag in ("w", "wm"):
+            with pytest.raises(semidbm.error, match="another writer \\(this process: ") as refused:
+                dbopen(link, flag)
+            assert refused.value.errno == errno.EAGAIN
+    dbopen(link, "w").close()  # closed: nothing of it is left to refuse
+
+
+def test_the_class_of_a_database_has_a_name_a_user_can_read(dbopen, dbpath):
+    with dbopen(dbpath, "c") as db:
+        assert "%s.%s" % (type(db).__module__, type(db).__qualname__) == "semidbm.db.SemiDBM"
+        assert isinstance(db, semidbm.Database)
 
 
 def test_closing_releases_the_lock_and_readers_take_none(dbopen, dbpath):

@@ -13,6 +13,7 @@ single database's files (its ``data``, its directory) use ``dbopen`` alone.
 
 import dbm
 import os
+import pickle
 
 import pytest
 
@@ -283,6 +284,102 @@ def test_reader_cannot_reorganize_but_can_sync(any_open, dbpath):
         db.sync()
         with pytest.raises(semidbm.error, match="read-only"):
             db.reorganize()
+
+
+# --- dbm.gnu's flag letters (CPython's test_dbm_gnu: test_flags, test_error_conditions) ---
+
+
+def test_every_flag_and_every_dbm_gnu_letter_after_it_opens(dbopen, dbpath):
+    for first in "cnrw":  # "c" first: it creates the database the others open
+        dbopen(dbpath, first).close()
+    for first in "cnrw":
+        for letter in "fsu":
+            if first + letter == "nu":
+                continue  # refused: the test below
+            database = dbopen(dbpath, first + letter)
+            assert database.writable == (first != "r")
+            database.close()
+
+
+def test_nu_and_letters_dbm_gnu_lacks_are_refused(dbopen, dbpath):
+    # A shared writer never empties a database, so 'u' after 'n' has no meaning to take.
+    with pytest.raises(ValueError, match="'nu': semidbm reads dbm.gnu's 'u' .*'wm' or 'cm'"):
+        dbopen(dbpath, "nu")
+    for flag in ("rx", "cfx", "c ", "fc", "cms"):  # "m" is semidbm's own, and takes no letters
+        with pytest.raises(ValueError, match="dbm.gnu's letters f, s and u"):
+            dbopen(dbpath, flag)
+    assert not dbpath.exists()
+
+
+def test_u_opens_a_shared_writer_and_f_an_exclusive_one(dbopen, dbpath):
+    with dbopen(dbpath, "cu") as first, dbopen(dbpath, "wu") as second:
+        first[b"a"] = b"1"
+        second.refresh()
+        assert second[b"a"] == b"1"  # two writers at once: shared, each in its turn
+        with dbopen(dbpath, "ru") as reader:
+            assert reader[b"a"] == b"1" and not reader.writable
+    with dbopen(dbpath, "wf"):
+        with pytest.raises(semidbm.error, match="locked by another writer"):
+            dbopen(dbpath, "wf")
+
+
+def fsynced_data(monkeypatch, dbpath):
+    """A list to which every fsync of ``dbpath``'s data file adds one entry, from now on."""
+    calls, real_fsync = [], os.fsync
+
+    def counting_fsync(fd):
+        if os.path.samestat(os.fstat(fd), os.stat(dbpath / "data")):
+            calls.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    return calls
+
+
+def _committed_batch(db):
+    batch = db.batch()
+    batch[b"d"] = b"4"
+    batch.commit()
+
+
+#: Each way a database is written, in an order in which each finds the keys it needs.
+WRITES = {
+    "set": lambda db: db.__setitem__(b"k", b"v"),
+    "delete": lambda db: db.__delitem__(b"k"),
+    "update": lambda db: db.update({b"a": b"1", b"b": b"2"}),
+    "pop": lambda db: db.pop(b"a"),
+    "setdefault": lambda db: db.setdefault(b"c", b"3"),
+    "delete_many": lambda db: db.delete_many([b"b", b"c"]),
+    "batch": _committed_batch,
+}
+
+
+@pytest.mark.parametrize("flag", ["cs", "csu"])
+def test_s_makes_every_write_durable_before_it_returns(dbopen, dbpath, monkeypatch, flag):
+    database = dbopen(dbpath, flag, format=2)
+    with database:
+        fsyncs = fsynced_data(monkeypatch, dbpath)
+        for name, write in WRITES.items():
+            size, count = os.path.getsize(dbpath / "data"), len(fsyncs)
+            write(database)
+            # In the file and fsynced: without 's', the record would wait in the write buffer.
+            assert os.path.getsize(dbpath / "data") > size, name
+            assert len(fsyncs) > count, name
+        if flag == "csu":  # a shared writer pickles, and its copy syncs every write too
+            copy = pickle.loads(pickle.dumps(database))
+            count = len(fsyncs)
+            copy[b"e"] = b"5"
+            assert len(fsyncs) > count
+            copy.close()
+
+
+def test_f_leaves_writes_buffered_as_the_default_does(dbopen, dbpath, monkeypatch):
+    with dbopen(dbpath, "cf") as database:
+        database.sync()
+        size = os.path.getsize(dbpath / "data")
+        fsyncs = fsynced_data(monkeypatch, dbpath)
+        database[b"k"] = b"v"
+        assert (os.path.getsize(dbpath / "data"), fsyncs) == (size, [])
 
 
 # --- code written for semidbm 0.5.1 ---

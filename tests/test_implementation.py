@@ -213,6 +213,6 @@ def test_compiled_docstrings_start_with_their_signatures():
     from semidbm import _core
 
     # Cython's embedsignature: help() and the API reference show the parameters.
-    signature = "Store.compact(self, progress=None, format=None)\n"
+    signature = "Store.compact(self, progress=None, format=None, recover=False)\n"
     assert _core.Store.compact.__doc__.startswith(signature)
     assert _core.summarize_log.__doc__.startswith("summarize_log(data, ")

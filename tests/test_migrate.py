@@ -7,6 +7,7 @@ import io
 import os
 import pathlib
 import pickle
+import struct
 import subprocess
 import sys
 import tempfile
@@ -411,6 +412,34 @@ def test_convert_explains_a_source_it_cannot_take(tmp_path, make, message):
     make(source)
     with pytest.raises(semidbm.error, match=message):
         migrate.convert(source, tmp_path / "new.db")
+    assert not (tmp_path / "new.db").exists()
+
+
+@pytest.mark.parametrize(
+    "kind, module, files, where",
+    [
+        # whichdb knows a gdbm file by its magic number alone, and an ndbm one by its two files.
+        ("dbm.gnu", "_gdbm", {"": struct.pack("=l", 0x13579ACE) + bytes(12)}, "python3-gdbm"),
+        ("dbm.ndbm", "_dbm", {".pag": b"", ".dir": b""}, "libgdbm-compat-dev"),
+    ],
+)
+def test_convert_on_a_python_without_the_module_says_where_it_is(
+    tmp_path, monkeypatch, kind, module, files, where
+):
+    source = str(tmp_path / "source")
+    for suffix, content in files.items():
+        pathlib.Path(source + suffix).write_bytes(content)
+    # This Python built without the module (as pyenv's, without the GNU dbm headers):
+    # None in sys.modules makes importing it fail.
+    monkeypatch.setitem(sys.modules, kind, None)
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(semidbm.error) as refused:
+        migrate.convert(source, tmp_path / "new.db")
+    message = str(refused.value)
+    assert "is a %s database, and this Python (%s, %d.%d) has no %s" % (
+        (kind, sys.executable) + sys.version_info[:2] + (kind,)
+    ) in message
+    assert where in message and "/usr/bin/python3" in message
     assert not (tmp_path / "new.db").exists()
 
 

@@ -271,7 +271,7 @@ def test_writer_removes_leftover_compaction_directory_of_v051(dbopen, dbpath):
 def test_open_module_function_uses_named_implementation(dbpath):
     with semidbm.open(dbpath, "c") as db:
         db["x"] = "y"
-        assert type(db).__module__ == "semidbm"
+        assert type(db).__module__ == "semidbm.db"
     assert semidbm.implementation in ("cython", "python")
     with semidbm.open(dbpath) as db:
         assert db["x"] == b"y"

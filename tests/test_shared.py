@@ -71,7 +71,7 @@ def test_bad_lock_timeouts_are_refused(dbopen, dbpath, timeout, error):
 
 def test_exclusive_and_shared_writers_refuse_each_other_by_name(dbopen, dbpath):
     with dbopen(dbpath, "c"):
-        with pytest.raises(semidbm.error, match=r"another writer \(process %d\)" % os.getpid()):
+        with pytest.raises(semidbm.error, match=r"another writer \(this process: "):
             dbopen(dbpath, "cm")
     with dbopen(dbpath, "cm"), dbopen(dbpath, "wm"):
         with pytest.raises(semidbm.error, match="open by shared writers") as raised:

@@ -1,15 +1,17 @@
 """Atomic batches: writes and deletes that reach the file all or nothing (``Database.batch``).
 
-A :class:`Batch` collects changes in memory; leaving its ``with`` block
-without an exception commits them as one batch record, which every
-reader, after a crash or a power cut too, finds whole or not at all
-(docs/FORMAT.md, "Batches"); an exception discards them. The kernel
-writes the record (``_interface.Store._commit_batch``); what a batch
-holds and checks as it is filled is written here once, for both.
+A :class:`Batch` collects changes in memory; :meth:`Batch.commit` (or
+leaving its ``with`` block without an exception) writes them as one
+batch record, which every reader, after a crash or a power cut too,
+finds whole or not at all (docs/FORMAT.md, "Batches");
+:meth:`Batch.rollback` (or an exception out of the block) discards them.
+The kernel writes the record (``_interface.Store._commit_batch``); what
+a batch holds and checks as it is filled is written here once, for both.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from . import _messages
@@ -27,18 +29,27 @@ if TYPE_CHECKING:
 #: The bytes of records one batch holds: the body of a batch record, as long as a value may be.
 CAPACITY = MAX_LENGTH
 
+#: How a batch ended (``Batch._ended``), as its messages say it.
+COMMITTED = "committed"
+ROLLED_BACK = "rolled back"
+COMMIT_FAILED = "its commit failed"
+
 
 class Batch:
     """Changes to a database that reach its file together: all of them, or none.
 
     Made by :meth:`semidbm.Database.batch`. Set and delete keys on it as
     on the database; they are kept in memory, and reach the database
-    (and its readers) together when the ``with`` block ends without an
-    exception. An exception, or leaving without the block, discards them.
-    Reading the database meanwhile shows it as it was before the batch.
+    (and its readers) together when :meth:`commit` is called, or when
+    the ``with`` block ends without an exception. :meth:`rollback`, or
+    an exception out of the block, discards them. Reading the database
+    meanwhile shows it as it was before the batch. A batch ends once:
+    after its commit or rollback, changing it or committing it again
+    raises :class:`semidbm.error`. A batch with changes that is garbage
+    collected before it ends is discarded with a :class:`ResourceWarning`.
     """
 
-    __slots__ = ("_database", "_changes", "_size", "_open")
+    __slots__ = ("_database", "_changes", "_size", "_ended")
 
     def __init__(self, database: BatchTarget) -> None:
         self._database = database
@@ -46,7 +57,8 @@ class Batch:
         self._changes: dict[bytes, bytes | None] = {}
         #: The bytes of the records the changes make (at most CAPACITY).
         self._size = 0
-        self._open = True
+        #: None while the batch takes changes; then how it ended (COMMITTED, ...).
+        self._ended: str | None = None
 
     def __setitem__(self, key: Data, value: Data) -> None:
         """Set ``key`` to ``value`` when the batch commits (str as UTF-8, as the database)."""
@@ -107,9 +119,48 @@ class Batch:
         """The bytes of records the batch can still take (``migrate`` refuses a dump up front)."""
         return CAPACITY - self._size
 
+    def commit(self) -> None:
+        """Write the changes to the database, as one record, and end the batch.
+
+        The changes reach the database and its readers together; like
+        other writes, they are durable after :meth:`semidbm.Database.sync`
+        or :meth:`~semidbm.Database.close`. A batch without changes
+        writes nothing. If the commit raises (the database closed, a
+        full disk), the batch ends all the same: the database has all of
+        its changes or none, never part, and none unless the error came
+        after the append (the sync of a database opened with the flag
+        letter ``s``).
+
+        Raises:
+            semidbm.error: the batch has ended already (committed, or
+                rolled back): a batch commits once.
+        """
+        self._check_open()
+        changes, self._changes, self._ended = self._changes, {}, COMMIT_FAILED
+        if changes:
+            self._database._commit_batch(changes)
+        self._ended = COMMITTED
+
+    def rollback(self) -> None:
+        """Discard the changes and end the batch; the database is left as it was.
+
+        Rolling back a batch that has ended without a commit (rolled back
+        already, or its commit failed) does nothing, so that cleanup code
+        may call it whatever happened before.
+
+        Raises:
+            semidbm.error: the batch was committed: its changes are in
+                the database, where a rollback cannot reach them.
+        """
+        if self._ended == COMMITTED:
+            raise DBMError(_messages.BATCH_COMMITTED)
+        if self._ended is None:
+            self._changes, self._ended = {}, ROLLED_BACK
+
     def _check_open(self) -> None:
-        if not self._open:
-            raise DBMError(_messages.BATCH_OVER)
+        """Raise :class:`semidbm.error`, saying how, if the batch has ended."""
+        if self._ended is not None:
+            raise DBMError(_messages.BATCH_OVER % self._ended)
 
     def __enter__(self) -> Self:
         self._check_open()
@@ -121,10 +172,27 @@ class Batch:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Commit the changes, unless the block raised: then they are discarded."""
-        changes, self._changes, self._open = self._changes, {}, False
-        if exc_type is None and changes:
-            self._database._commit_batch(changes)
+        """Commit the changes, unless the block raised: then roll them back.
+
+        A batch the block ended already (its :meth:`commit` or
+        :meth:`rollback` called inside it) is left as it is.
+        """
+        if self._ended is None:
+            if exc_type is None:
+                self.commit()
+            else:
+                self.rollback()
+
+    def __del__(self) -> None:
+        """Warn, as an unclosed file does, that the changes of a batch never ended are lost.
+
+        Only the warning: the database is not touched here, since the
+        collector may run this in any thread, or at exit. It points at
+        the code that dropped the last reference.
+        """
+        if self._ended is None and self._changes:
+            message = _messages.BATCH_UNENDED % len(self._changes)
+            warnings.warn(message, ResourceWarning, stacklevel=2, source=self)
 
 
 def _record_size(key: bytes, value: bytes | None) -> int:

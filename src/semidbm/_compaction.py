@@ -11,7 +11,7 @@ copied, is the kernel's own.
 import os
 
 from . import _files, _index_file, _messages
-from .errors import DBMError
+from .errors import DBMChecksumError, DBMError
 from .format import COMPACT_NAME, DATA_NAME
 
 #: Whether the system refuses to rename a file over one that is mapped
@@ -31,6 +31,20 @@ def check_views_released(path, alive):
     """
     if alive and RENAME_OVER_MAPPED_REFUSED:
         raise DBMError(_messages.VIEWS_ALIVE % (path, alive))
+
+
+def damaged(path, key, offset):
+    """The DBMChecksumError of a compaction refused at the damaged live record of ``key``.
+
+    ``offset`` is where the record starts in the data file ``path``. The
+    compaction checks each record it copies: a damaged one copied would
+    read as sound data to every later open, or, where the copy puts a
+    zero byte beside a page boundary, end the new log there as lost data
+    and take every record after it (docs/FORMAT.md, "Compaction").
+    """
+    return DBMChecksumError(
+        _messages.CHECKSUM_MISMATCH % (path, key, offset) + _messages.COMPACT_DAMAGED
+    )
 
 
 def write_compacted(directory, fd, write_records, header):

@@ -902,16 +902,18 @@ cdef class Store:
             raise _files.os_error(failure, "cannot sync %s" % self.path)
         return 0
 
-    def compact(self, progress=None, format=None):
+    def compact(self, progress=None, format=None, recover=False):
         """``_interface.Store.compact``: a walk of the mapped log copies the live records."""
         cdef int major
         if format is not None:
             check_format(format)
 
         def write_records(out):
-            empty_at = self.write_live(out, progress)
+            cdef Py_ssize_t damaged = 0
+            empty_at = self.write_live(out, progress, recover, &damaged)
             if empty_at:
                 self.write_seal(out, empty_at)
+            return damaged
 
         with self.guard:
             self.check_writable("compact")
@@ -921,8 +923,8 @@ cdef class Store:
             keys_verify(self)
             self.busy = True
             try:
-                _compaction.write_compacted(self.directory, self.fd, write_records,
-                                            _checkpoint.new_log(major))
+                damaged = _compaction.write_compacted(self.directory, self.fd, write_records,
+                                                      _checkpoint.new_log(major))
                 self.unmap()
                 semidbm_close(self.fd)
                 self.fd = -1
@@ -939,13 +941,18 @@ cdef class Store:
                 self.busy = False
             if failure is not None:
                 raise failure
+            return damaged
 
-    cdef uint64_t write_live(self, int out, object progress) except? 0:
+    cdef uint64_t write_live(self, int out, object progress, bint recover,
+                             Py_ssize_t* damaged) except? 0:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
         written on its own, and a batch's records as records of their
-        own. Calls ``progress(done, total)`` as described in
+        own. Each record's checksum is checked before it is copied: a
+        mismatch raises DBMChecksumError (``_compaction.damaged``), or
+        with ``recover`` leaves the record out, counted in ``damaged``.
+        Calls ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP``. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
@@ -971,6 +978,10 @@ cdef class Store:
                 if value_size == BATCH and self.log.batches and (
                     end - position >= RECORD_OVERHEAD
                 ):
+                    # Checked as the replay checked it, so that a batch damaged since
+                    # is refused as the pure kernel's walk refuses it.
+                    if not whole_batch(self.log.map, position, key_size, end):
+                        raise DBMError(CHANGED_UNDER % (self.path, position))
                     position += RECORD_OVERHEAD  # its records follow, back to back
                     continue
                 if key_size < 0 or value_size < DELETED or end - position < RECORD_OVERHEAD:
@@ -982,6 +993,16 @@ cdef class Store:
                     if keys_find(self, record + LENGTHS_SIZE, key_size,
                                  hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
                                  &live_offset) == 1 and live_offset == position:
+                        # The lengths were checked against the log's end above.
+                        if crc32(0, record + LENGTHS_SIZE, key_size + value_size) != load_be32(
+                            record + LENGTHS_SIZE + key_size + value_size
+                        ):
+                            if not recover:
+                                raise _compaction.damaged(self.path, PyBytes_FromStringAndSize(
+                                    record + LENGTHS_SIZE, key_size), position)
+                            damaged[0] += 1
+                            position += size
+                            continue
                         if used + size > COMPACT_CHUNK:
                             write_or_raise(out, chunk, used)
                             used = 0

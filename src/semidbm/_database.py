@@ -364,8 +364,11 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
     @abstractmethod
     def compact(
-        self, progress: Callable[[int, int], object] | None = None, format: int | None = None
-    ) -> None:
+        self,
+        progress: Callable[[int, int], object] | None = None,
+        format: int | None = None,
+        recover: bool = False,
+    ) -> int:
         """Rewrite the data file with only the live records, reclaiming the space of the rest.
 
         The log only grows: overwritten and deleted values stay in it
@@ -373,6 +376,13 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         replaces the old one, so a crash at any moment leaves one or the
         other, whole. Readers that have the database open switch to the
         new file at their next :meth:`refresh`.
+
+        A compaction reads every byte it copies, so it checks each
+        record's CRC-32 as it copies it: a damaged record is never
+        copied, since in the new file it would read as sound data (or,
+        where a zero byte lands beside a page boundary, end the log as
+        lost data, and take every record after it). What that costs is
+        measured in :doc:`/durability` ("Compaction").
 
         Args:
             progress: called as ``progress(done, total)`` with the bytes
@@ -382,8 +392,19 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 database to format 2.0, which has :meth:`batch` (semidbm
                 0.5.1 then refuses to open it); ``1`` turns one back into
                 0.5.1's format 1.1. None (the default) keeps the format.
+            recover: leave damaged records out instead of refusing: the
+                key of each is then gone from the database (its older
+                values were overwritten, and are not brought back).
+
+        Returns:
+            int: the number of damaged records left out (0 without
+            ``recover``).
 
         Raises:
+            semidbm.DBMChecksumError: a live record's checksum does not
+                match (without ``recover``): the message names its key
+                and its offset in the data file; the database is
+                unchanged.
             semidbm.error: the database is read-only or closed, or
                 writing the new file failed (the database is unchanged).
                 On Windows, also while views of its values
@@ -413,7 +434,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         interpreter exits is closed then.
 
         Args:
-            compact: run :meth:`compact` before closing.
+            compact: run :meth:`compact` before closing. If the
+                compaction fails (a damaged record, say), its error is
+                raised and the database stays open.
         """
 
     # --- the rest of the dbm interface, on top of those --------------------------
@@ -498,7 +521,10 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
         Set and delete keys on the batch inside a ``with`` block; they
         reach the database when the block ends without an exception, as
-        one record of the log, and an exception discards them. After a
+        one record of the log, and an exception discards them. Without a
+        block, :meth:`Batch.commit` and :meth:`Batch.rollback` do the
+        same (see :doc:`/batches` for what each does once a batch has
+        ended). After a
         crash or a power cut at any moment, the database holds every
         change of a batch or none, and a reader's :meth:`refresh` never
         shows part of one. Reads meanwhile show the database as it was
@@ -510,7 +536,8 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         with ``db.compact(format=2)`` or ``semidbm upgrade DIRECTORY``.
 
         Returns:
-            Batch: the batch, to use in a ``with`` block.
+            Batch: the batch, to use in a ``with`` block, or to end with
+            its ``commit()`` or ``rollback()``.
 
         Raises:
             semidbm.error: the database is closed, read-only, or of format

@@ -309,8 +309,11 @@ class Store(Protocol):
         """
 
     def compact(
-        self, progress: Optional[Callable[[int, int], object]] = None, format: Optional[int] = None
-    ) -> None:
+        self,
+        progress: Optional[Callable[[int, int], object]] = None,
+        format: Optional[int] = None,
+        recover: bool = False,
+    ) -> int:
         """Rewrite the live records, oldest first, to a new data file and swap it in.
 
         The log only grows; this drops what overwrites and deletes left
@@ -322,7 +325,10 @@ class Store(Protocol):
         compaction and leaves the database as it was. ``format`` (1 or 2,
         ``format.check_format``) is the major format of the new file, by
         default the old one's; a batch's records are copied as records of
-        their own. Writers only.
+        their own. Each record's checksum is checked as it is copied: a
+        mismatch raises DBMChecksumError and changes nothing, or with
+        ``recover`` leaves the record out. Returns how many were left out.
+        Writers only.
         """
 
     def _commit_batch(self, changes: Dict[bytes, Optional[bytes]]) -> None:

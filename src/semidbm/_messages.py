@@ -33,6 +33,19 @@ BAD_FLAG = (
     "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
     "database with other processes, not %r"
 )
+#: A flag of ``semidbm.open`` that is none of its own nor one with dbm.gnu's letters.
+BAD_OPEN_FLAG = (
+    "flag must be 'r', 'w', 'c' or 'n', or 'wm' or 'cm' for a writer that shares the "
+    "database with other processes, each of the first four followed by any of dbm.gnu's "
+    "letters f, s and u ('cf', 'ws', 'wu'), not %r"
+)
+#: dbm.gnu's 'u' (no lock) after 'n' (the flag): the shared writers it stands for open an
+#: existing database or create one, and never empty one.
+NEW_UNLOCKED = (
+    "flag %r: semidbm reads dbm.gnu's 'u' (no lock) as a shared writer ('wm' or 'cm': any "
+    "number of processes write the database at once, each in its turn), which never empties "
+    "a database; open it with 'n' and close it, then open it with 'wu' (or 'wm')"
+)
 #: Pickling an exclusive writer (the database's repr).
 NOT_PICKLED = (
     "an exclusive semidbm writer cannot be pickled: another process could not open it while "
@@ -82,6 +95,11 @@ FORKED = (
 #: A value whose CRC-32 does not match (path, key, offset of its record, as
 #: ``semidbm verify`` reports it).
 CHECKSUM_MISMATCH = "%s: checksum mismatch in the record of key %r at offset %d"
+#: What follows CHECKSUM_MISMATCH when a compaction meets a damaged live record.
+COMPACT_DAMAGED = (
+    "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "
+    "(semidbm compact --recover) leaves such records out, and their keys with them"
+)
 #: A record whose lengths no record can have (path, offset, key length,
 #: value length): nothing after it can be read.
 CORRUPT_RECORD = "%s: corrupt record at offset %d (key length %d, value length %d)"
@@ -149,8 +167,17 @@ DUMP_OVER_BATCH = (
     "its records add up to %s, more than the batch can take (%s): import it without a batch "
     "(semidbm import --no-batch), record by record"
 )
-#: A batch used after its ``with`` block (committed or discarded).
-BATCH_OVER = "this semidbm batch is over (committed or discarded): start another with db.batch()"
+#: A batch changed or committed after it ended (how it ended: ``_batch.COMMITTED``, ...).
+BATCH_OVER = "this semidbm batch is over (%s): start another with db.batch()"
+#: A rollback of a committed batch.
+BATCH_COMMITTED = (
+    "cannot roll back this semidbm batch: it was committed, and its changes are in the database"
+)
+#: A batch with changes collected before its commit or rollback (how many keys it changed).
+BATCH_UNENDED = (
+    "a semidbm batch changing %d key(s) was never committed or rolled back, and its changes "
+    "are discarded: call batch.commit() or batch.rollback(), or use it in a with block"
+)
 #: ``open(format=)`` naming another format than an existing database's (path, its major and
 #: minor version, the format asked for).
 OTHER_FORMAT = (
@@ -162,4 +189,10 @@ OTHER_FORMAT = (
 VIEWS_ALIVE = (
     "cannot compact %s while %d view(s) of its values are alive: this system cannot "
     "replace a mapped file; release them (memoryview.release(), or drop every reference) first"
+)
+#: A writer refused because this process has the database open as an exclusive writer
+#: (``db._refuse_writer_here``; the lock's own refusal would name this process's id).
+LOCKED_HERE = (
+    "semidbm database is locked by another writer (this process: a database object "
+    "still open for writing; use that one, or close it first)"
 )

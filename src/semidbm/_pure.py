@@ -628,7 +628,7 @@ class Store:
         finally:
             self._busy = None
 
-    def compact(self, progress=None, format=None):
+    def compact(self, progress=None, format=None, recover=False):
         """``_interface.Store.compact``: the old log is read in order, its live records copied."""
         if format is not None:
             check_format(format)
@@ -639,10 +639,10 @@ class Store:
             try:
                 self._flush()
                 self._busy = _messages.COMPACTING
-                index = _compaction.write_compacted(
+                index, damaged = _compaction.write_compacted(
                     self._directory,
                     self._fd,
-                    lambda out: self._write_live_records(out, progress),
+                    lambda out: self._write_live_records(out, progress, recover),
                     _checkpoint.new_log(major),
                 )
                 self._busy = _messages.INTERRUPTED
@@ -659,15 +659,21 @@ class Store:
                 self._busy = None
             if failure is not None:
                 raise failure
+            return damaged
 
-    def _write_live_records(self, out, progress):
-        """Copy the records the index points at to ``out``, in log order; return their new index.
+    def _write_live_records(self, out, progress, recover):
+        """Copy the records the index points at to ``out``, in log order; return their new index
+        and how many damaged ones were left out.
 
-        Calls ``progress(done, total)`` as described in ``_settings.PROGRESS_STEP``.
-        A log other than the one this store wrote raises ``_messages.CHANGED_UNDER``.
+        Each record's checksum is checked before it is copied: a mismatch
+        raises DBMChecksumError (``_compaction.damaged``), or with
+        ``recover`` leaves the record out. Calls ``progress(done, total)``
+        as described in ``_settings.PROGRESS_STEP``. A log other than the
+        one this store wrote raises ``_messages.CHANGED_UNDER``.
         """
         total = self._disk_end
         index = {}
+        damaged = 0
         chunk = bytearray()
         written = _checkpoint.START_SIZE
         next_report = PROGRESS_STEP
@@ -680,6 +686,11 @@ class Store:
                 for start, key, value_start, value_length, stop in records:
                     if self._index.get(key) != (value_start, value_length):
                         continue  # a delete, or a value replaced since
+                    if not _records.checksum_matches(data, key, value_start, stop):
+                        if not recover:
+                            raise _compaction.damaged(self.path, key, start)
+                        damaged += 1
+                        continue
                     size = stop - start
                     if len(chunk) + size > COMPACT_CHUNK:
                         _files.write_all(out, chunk)
@@ -703,7 +714,7 @@ class Store:
         _files.write_all(out, chunk)
         if progress is not None:
             progress(total, total)
-        return index
+        return index, damaged
 
     def refresh(self):
         """``_interface.Store.refresh``: the new log is read a chunk at a time (``catch_up``)."""

@@ -1,6 +1,6 @@
 """The types the API's signatures name, each written once.
 
-The aliases ``Data`` and ``Flag`` are for type checkers alone: they
+The aliases ``Data``, ``Flag`` and ``GnuFlag`` are for type checkers alone: they
 exist only under ``TYPE_CHECKING`` (``_typeshed`` has no module at run
 time), and modules import them there, their annotations being strings
 (``from __future__ import annotations``). ``BatchTarget`` is a class.
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     #: write, create if missing, always a new empty one; and a writer that
     #: shares the database with others, of an existing one or created if missing.
     Flag = Literal["r", "w", "c", "n", "wm", "cm"]
+    #: What :func:`semidbm.open` takes besides: a flag with one of dbm.gnu's letters
+    #: (``db._parse_flag``; any combination of them is taken at run time).
+    GnuFlag = Literal["rf", "rs", "ru", "wf", "ws", "wu", "cf", "cs", "cu", "nf", "ns"]
 
 
 class BatchTarget(Protocol):

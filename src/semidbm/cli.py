@@ -119,6 +119,11 @@ def build_parser():
     sub = command("stats", run_stats, "show keys, live and dead bytes, what compaction would free")
     sub.add_argument("database", metavar="DB")
     sub.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    sub.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every record's checksum too, and count the damaged ones (as verify does)",
+    )
 
     sub = command("get", run_get, "print the value of a key (raw bytes)")
     sub.add_argument("database", metavar="DB")
@@ -162,8 +167,20 @@ def build_parser():
     )
     sub.add_argument("database", metavar="DB")
 
-    sub = command("compact", run_compact, "rewrite the data file with only the live records")
+    sub = command(
+        "compact",
+        run_compact,
+        "rewrite the data file with only the live records",
+        "Rewrite the data file of DB with only the live records, checking each "
+        "record's checksum as it is copied: a damaged one stops the compaction, "
+        "which then changes nothing (exit status 1), unless --recover.",
+    )
     sub.add_argument("database", metavar="DB")
+    sub.add_argument(
+        "--recover",
+        action="store_true",
+        help="leave damaged records out (their keys are then gone) instead of refusing",
+    )
 
     sub = command(
         "upgrade",
@@ -282,7 +299,7 @@ def _argument_bytes(text, encoded):
 def run_stats(args):
     """``stats``: the numbers of one walk over the log."""
     with Progress("reading", unit="bytes") as progress:
-        found = _examine.examine(args.database, progress=progress)
+        found = _examine.examine(args.database, check_checksums=args.verify, progress=progress)
     numbers = {
         "database": found.path,
         "format_version": "%d.%d" % found.version,
@@ -297,6 +314,10 @@ def run_stats(args):
     }
     if found.corrupt_at is not None:
         numbers["corrupt_at"] = found.corrupt_at
+    if args.verify:
+        live = sum(1 for _, is_live in found.bad_checksums if is_live)
+        numbers["damaged_records"] = len(found.bad_checksums)
+        numbers["damaged_live_records"] = live
     if args.json:
         print(json.dumps(numbers, indent=2))
         return OK
@@ -315,6 +336,13 @@ def run_stats(args):
         lines.append(("torn tail", "%s at offset %d" % (_bytes(found.tail), found.tail_offset)))
     if found.corrupt_at is not None:
         lines.append(("corrupt record", "at offset %d (run semidbm verify)" % found.corrupt_at))
+    if args.verify:
+        lines.append((
+            "damaged records",
+            "{:,} ({:,} holding a key's current value; run semidbm verify)".format(
+                numbers["damaged_records"], numbers["damaged_live_records"]
+            ) if found.bad_checksums else "none",
+        ))
     if found.writer_active:
         lines.append(("writer", "a writer has the database open"))
     for name, value in lines:
@@ -453,16 +481,19 @@ def run_verify(args):
 
 
 def run_compact(args):
-    """``compact``: rewrite the data file, say how much that freed."""
+    """``compact``: rewrite the data file, say how much that freed (and how many damaged
+    records ``--recover`` left out)."""
     with db.open(args.database, "w") as database:
         data_path = database.path
         before = os.path.getsize(data_path)
-        database.compact()
+        damaged = database.compact(recover=args.recover)
         after = os.path.getsize(data_path)
     print(
         "compacted %s: %s -> %s (freed %s)"
         % (args.database, human_bytes(before), human_bytes(after), human_bytes(before - after))
     )
+    if damaged:
+        print("left out %s, whose checksums did not match" % quantity(damaged, "damaged record"))
     return OK
 
 
@@ -549,6 +580,8 @@ def run_import(args):
                 database.close()
         except BaseException as exc:
             interrupts.hold()
+            if sink is not None:
+                sink.discard()
             if database is not None:
                 _close_after_failure(database)
             if made is not None:
@@ -663,6 +696,9 @@ class _Counted:
     def commit(self, count):
         """Nothing left to do: each of the ``count`` records went in as it came."""
 
+    def discard(self):
+        """Nothing to discard: the records stored stay (``stored`` counts them)."""
+
 
 class _InOneBatch:
     """The database as an import writes it all or nothing: one batch, held in memory until written.
@@ -677,12 +713,18 @@ class _InOneBatch:
         self.target = database.batch()
         #: The records in the database: none until the commit, then all.
         self.stored = 0
+        #: Whether the batch committed (a failure after that, in the close, leaves it).
+        self.committed = False
 
     def commit(self, count):
         """Write the batch: the dump's ``count`` records reach the database together."""
-        with self.target:  # left without an exception, the block commits the batch
-            pass
-        self.stored = count
+        self.target.commit()
+        self.committed, self.stored = True, count
+
+    def discard(self):
+        """After a failure: roll the batch back, unless it committed (then it stays)."""
+        if not self.committed:
+            self.target.rollback()
 
 
 #: The signals that interrupt an import, which then cleans up (Ctrl-C, kill, a closed terminal).

@@ -48,17 +48,26 @@ if TYPE_CHECKING:
 
     from _typeshed import StrOrBytesPath
 
-    from ._types import Flag
+    from ._types import Flag, GnuFlag
 
 #: The kernel in use: "cython" (``semidbm._core``) or "python" (``semidbm._pure``).
 implementation: Literal["cython", "python"]
 implementation, _default_kernel = _kernel.choose()
 
 _FLAGS = ("r", "w", "c", "n") + SHARED_FLAGS
+#: dbm.gnu's letters that may follow a flag's first letter (:func:`_parse_flag`).
+_GNU_LETTERS = frozenset("fsu")
+#: What a writer opened with dbm.gnu's ``s`` syncs after: every operation that writes,
+#: which the others (``pop``, ``setdefault``, ``clear``, a batch's commit) go through.
+_SYNCED_WRITES = (
+    "__setitem__", "__delitem__", "update", "delete_many", "_commit_batch", "_commit_encoded"
+)
 #: How long, in seconds, a shared writer waits for its turn by default.
 DEFAULT_LOCK_TIMEOUT = 10.0
 _classes: dict[ModuleType, type[Database]] = {}
 _shared_classes: dict[ModuleType, type[Database]] = {}
+#: The class of each db class's writers that sync every write (``_synced_class``).
+_synced_classes: dict[type[Database], type[Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -146,7 +155,9 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if lock is not None:
                 lock.forget()
 
-    SemiDBM.__module__ = "semidbm"
+    # Named where users meet it, not after this function: type(db) is semidbm.db.SemiDBM.
+    SemiDBM.__module__ = __name__
+    SemiDBM.__qualname__ = SemiDBM.__name__
     # Concrete at run time: the kernel's Store provides what Database leaves abstract.
     _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
@@ -161,9 +172,88 @@ def _shared_class(kernel):
         return shared
 
 
+def _synced_class(base):
+    """``base`` (a db class) with each write durable before it returns: dbm.gnu's ``s``.
+
+    Every operation of ``_SYNCED_WRITES`` runs :meth:`Database.sync` after
+    it; one that raises syncs nothing (what it wrote is made durable by
+    the next write, ``sync()`` or ``close()``). A shared writer's sync
+    takes a turn of its own, after the write's.
+    """
+
+    def synced(method):
+        @functools.wraps(method)
+        def write_and_sync(self, *args, **kwds):
+            result = method(self, *args, **kwds)
+            self.sync()
+            return result
+
+        return write_and_sync
+
+    def __reduce__(self):
+        """As ``base``'s, for a handle that syncs every write again (:func:`_reopen_synced`)."""
+        return _reopen_synced, base.__reduce__(self)[1]
+
+    members = {name: synced(getattr(base, name)) for name in _SYNCED_WRITES}
+    members.update(
+        __slots__=(),
+        __doc__=base.__doc__,
+        __module__=base.__module__,
+        __qualname__=base.__qualname__,
+        __reduce__=__reduce__,
+    )
+    return type(base.__name__, (base,), members)
+
+
+def _class_for(kernel, flag, synced):
+    """The db class of a database opened with ``flag`` (semidbm's own) on ``kernel``.
+
+    ``synced``: every write is synced (:func:`_synced_class`), each class made once.
+    """
+    base = _shared_class(kernel) if flag in SHARED_FLAGS else database_class(kernel)
+    if not synced:
+        return base
+    try:
+        return _synced_classes[base]
+    except KeyError:
+        made = _synced_classes[base] = _synced_class(base)
+        return made
+
+
+def _parse_flag(flag):
+    """``flag`` as ``(semidbm's own flag, whether every write is synced)``; else ValueError.
+
+    dbm.gnu's letters after the first are taken, in any number and
+    order, with the nearest meaning semidbm has (docs/dbm-and-shelve.md):
+
+    - ``f`` (fast: writes not synced) is semidbm's default, buffered writes;
+    - ``s`` (synchronized) syncs every write before it returns; a reader
+      writes nothing to sync;
+    - ``u`` (no lock: several writers at once) opens a shared writer
+      (``'wu'`` is ``'wm'``, ``'cu'`` is ``'cm'``), which lets other
+      processes write too, each in its turn; a reader takes no lock
+      already; after ``'n'`` it is refused, since a shared writer never
+      empties a database.
+    """
+    if flag in _FLAGS:
+        return flag, False
+    if not isinstance(flag, str) or len(flag) < 2 or flag[0] not in "rwcn":
+        raise ValueError(_messages.BAD_OPEN_FLAG % (flag,))
+    first, letters = flag[0], flag[1:]
+    if not set(letters) <= _GNU_LETTERS:
+        raise ValueError(_messages.BAD_OPEN_FLAG % (flag,))
+    if first == "r":
+        return first, False
+    if "u" in letters:
+        if first == "n":
+            raise ValueError(_messages.NEW_UNLOCKED % (flag,))
+        first += "m"
+    return first, "s" in letters
+
+
 def open(
     filename: StrOrBytesPath,
-    flag: Flag = "r",
+    flag: Flag | GnuFlag = "r",
     mode: int = 0o666,
     verify_checksums: bool = False,
     *,
@@ -188,7 +278,12 @@ def open(
             writer*, as ``'w'`` and ``'c'`` do, except that any number of
             processes may hold the database so at once: each operation
             takes a lock for its turn (see ``lock_timeout``, and
-            :doc:`/sharing`).
+            :doc:`/sharing`). dbm.gnu's letters may follow ``'r'``,
+            ``'w'``, ``'c'`` or ``'n'``, in any number: ``f`` changes
+            nothing (writes are buffered by default), ``s`` syncs every
+            write before it returns, and ``u`` opens a shared writer
+            (``'wu'`` is ``'wm'``; a reader takes no lock already; ``'nu'``
+            is refused), as :doc:`/dbm-and-shelve` explains.
         mode: the data file's permissions, less the umask; the directory
             gets the same plus the search bit wherever a read bit is set
             (``0o640`` gives a ``0o750`` directory).
@@ -258,7 +353,7 @@ def open(
 def open_with(
     kernel: ModuleType,
     filename: StrOrBytesPath,
-    flag: Flag = "r",
+    flag: Flag | GnuFlag = "r",
     mode: int = 0o666,
     verify_checksums: bool = False,
     *,
@@ -273,8 +368,7 @@ def open_with(
 
     Every argument is checked before the disk is touched.
     """
-    if flag not in _FLAGS:
-        raise ValueError(_messages.BAD_FLAG % (flag,))
+    flag, synced = _parse_flag(flag)
     shared = flag in SHARED_FLAGS
     if shared and os.name == "nt":
         raise ValueError("shared writers ('wm', 'cm') need POSIX file locks (flock)")
@@ -288,7 +382,7 @@ def open_with(
         )
     major = None if format is None else check_format(format)
     path = os.fsdecode(os.fspath(filename))
-    database_type = _shared_class(kernel) if shared else database_class(kernel)
+    database_type = _class_for(kernel, flag, synced)
     database = database_type.__new__(database_type)
     _open_into(
         database,
@@ -361,9 +455,19 @@ def _reopen(kernel_name, *arguments):
     database gone, a writer's lock refused) comes from that operation,
     where the code that uses the database can handle it.
     """
+    return _pending(kernel_name, arguments, False)
+
+
+def _reopen_synced(kernel_name, *arguments):
+    """:func:`_reopen` of a writer that syncs every write (dbm.gnu's ``s``; ``_synced_class``)."""
+    return _pending(kernel_name, arguments, True)
+
+
+def _pending(kernel_name, arguments, synced):
+    """The handle that :func:`_reopen` returns, of the class ``synced`` asks for."""
     kernel = _kernel.load(kernel_name)
     path, flag = arguments[:2]
-    database_type = _shared_class(kernel) if flag in SHARED_FLAGS else database_class(kernel)
+    database_type = _class_for(kernel, flag, synced)
     mutex = threading.Lock()
     opened = False
 
@@ -491,6 +595,7 @@ def _check_database(directory, flag, mode, major, timeout):
     _check_directory(directory, flag)
     if flag == "r":
         return directory, None
+    _refuse_writer_here(directory)
     if flag in SHARED_FLAGS:
         lock = _lock.SharedLock(directory.path, mode, timeout)
         try:
@@ -515,6 +620,31 @@ def _check_database(directory, flag, mode, major, timeout):
         lock.release()
         raise
     return directory, lock
+
+
+def _refuse_writer_here(directory):
+    """Raise DBMError if this process has ``directory``'s database open as an exclusive writer.
+
+    The lock would refuse the new writer all the same, naming the process
+    that holds it: this one. Said here instead, so that the message tells
+    a user who opened the database twice in one program what to do.
+    """
+    try:
+        info = os.stat(directory.path)
+    except OSError:
+        return  # the lock's own refusal, or its error, then says what it finds
+    # valuerefs(): a list made at once, which another thread's open or close cannot change
+    # while it is gone over.
+    for reference in _open_writers.valuerefs():
+        database = reference()
+        if database is None or database._arguments[1] in SHARED_FLAGS:
+            continue  # collected; or shared writers, which the lock names as such
+        try:
+            same = os.path.samestat(info, os.stat(os.path.dirname(database.path)))
+        except OSError:  # its directory gone or moved: not this one
+            continue
+        if same and not database.closed:
+            raise DBMError(errno.EAGAIN, _messages.LOCKED_HERE, directory.path)
 
 
 def _check_directory(directory, flag):

@@ -466,7 +466,9 @@ def source_kind(source: _Path) -> str:
             such database, one of unknown type, or semidbm's own; an
             SQLite file that is a ``dbm.sqlite3`` database on a Python
             without that module (before 3.13), a ``sqlitedict`` one, or
-            neither.
+            neither; a ``dbm.gnu`` or ``dbm.ndbm`` database on a Python
+            built without that module (saying which Python or package
+            has it).
 
     >>> import dbm.dumb
     >>> dbm.dumb.open("old", "c").close()
@@ -483,7 +485,49 @@ def source_kind(source: _Path) -> str:
         return _sqlite_kind(source)
     if kind == "":
         raise DBMError("%s is not a database that the standard library's dbm knows" % source)
+    if kind in _WHERE_TO_GET:
+        _check_importable(kind, source)
     return kind
+
+
+#: For each dbm module that some Pythons lack, its C module and where a Python gets it
+#: (``{version}``: this Python's, as "3.12").
+_WHERE_TO_GET = {
+    "dbm.gnu": (
+        "_gdbm",
+        "Debian's and Ubuntu's own Python (/usr/bin/python3) gets it from the package "
+        "python3-gdbm (apt install python3-gdbm), Homebrew's from python-gdbm@{version}; "
+        "a Python built from source (pyenv) has it if the GNU dbm headers were installed "
+        "when it was built (Debian: libgdbm-dev)",
+    ),
+    "dbm.ndbm": (
+        "_dbm",
+        "Debian's and Ubuntu's own Python (/usr/bin/python3) has it; a Python built from "
+        "source (pyenv) has it if the ndbm headers were installed when it was built "
+        "(Debian: libgdbm-compat-dev)",
+    ),
+}
+
+
+def _check_importable(kind: str, source: str) -> None:
+    """Raise DBMError, saying where to get it, if this Python cannot import ``kind``.
+
+    ``dbm.open`` alone would say only that the module is not available:
+    a user whose Python was built without it must learn which Python,
+    or which package, has it.
+    """
+    try:
+        importlib.import_module(kind)
+    except ImportError:
+        module, where = _WHERE_TO_GET[kind]
+        version = "%d.%d" % sys.version_info[:2]
+        raise DBMError(
+            "%s is a %s database, and this Python (%s, %s) has no %s (its C module %s was "
+            "not built): %s. Run the conversion with a Python that has it (where "
+            "`python3 -c 'import %s'` succeeds), with semidbm installed there"
+            % (source, kind, sys.executable, version, kind, module, where.format(version=version),
+               kind)
+        ) from None
 
 
 #: The first bytes of every SQLite 3 database file.

@@ -763,10 +763,12 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         error if one failed."""
         _on_each(self._shards, lambda shard: shard.sync())
 
-    def compact(self, format: int | None = None) -> None:
-        """Compact each shard in turn (:meth:`semidbm.Database.compact`); a failure stops there."""
-        for shard in self._shards:
-            shard.compact(format=format)
+    def compact(self, format: int | None = None, recover: bool = False) -> int:
+        """Compact each shard in turn (:meth:`semidbm.Database.compact`); a failure stops there.
+
+        Returns how many damaged records ``recover`` left out, in all.
+        """
+        return sum(shard.compact(format=format, recover=recover) for shard in self._shards)
 
     def refresh(self) -> None:
         """A reader's :meth:`~semidbm.Database.refresh` of every shard; then the first error."""

@@ -26,7 +26,7 @@ from .errors import DBMError
 if TYPE_CHECKING:
     from _typeshed import StrOrBytesPath
 
-    from ._types import Flag
+    from ._types import Flag, GnuFlag
 
 _VT = TypeVar("_VT")
 
@@ -394,7 +394,7 @@ def _unpickle_shelf(
 
 def open_shelf(
     filename: StrOrBytesPath,
-    flag: Flag = "c",
+    flag: Flag | GnuFlag = "c",
     protocol: int | None = None,
     writeback: bool = False,
     *,
