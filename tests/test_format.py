@@ -339,20 +339,6 @@ def test_compaction_writes_live_records_oldest_first(dbopen, dbpath):
     assert sorted(set(os.listdir(dbpath)) - {INDEX_NAME}) == ["data", "lock"]
 
 
-def test_compaction_keeps_a_damaged_checksum_damaged(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
-        db[b"k"] = b"value"
-        db[b"other"] = b"x"
-        db[b"other"] = b"y"
-    corrupt_value(dbpath, b"value")
-    with dbopen(dbpath, "w") as db:
-        db.compact()
-    with dbopen(dbpath, verify_checksums=True) as db:
-        assert db[b"other"] == b"y"
-        with pytest.raises(semidbm.DBMChecksumError):
-            db[b"k"]
-
-
 def test_close_with_compact(dbopen, dbpath):
     db = dbopen(dbpath, "c")
     for i in range(100):
