@@ -12,8 +12,17 @@ what is compared is the work itself. The table gives both counts and
 new / old; the median of ``--repeat`` runs counts.
 
     .venv/bin/python benchmarks/instructions.py OLD [NEW] [--records N] [--repeat R]
+        [--new-without-index]
 
-NEW defaults to the working tree as committed at HEAD. Needs valgrind,
+NEW defaults to the working tree as committed at HEAD. With
+``--new-without-index``, NEW's runs remove the index file before they
+reopen the database, so that its keys are in the private table, and no
+run of either side writes an index file at its last close (the private
+table's would write one of every key, the base run's too):
+``instructions.py HEAD HEAD --new-without-index`` sets the lookups
+through the mapped index file (old) against the private table's (new),
+in the reads and the delete; fill and reopen then differ by more than
+lookups. Needs valgrind,
 taskset and git; takes about a minute a workload and commit at 200,000
 records. ``bash scripts/nox.sh -s dev`` makes ``.venv``.
 """
@@ -37,10 +46,15 @@ WORKLOADS = ("fill", "read_sequential", "read_random", "delete", "reopen")
 #: 10-20% with no change at all, a hundred by about 1%, a thousand by 0.1%.
 REOPENS = 1000
 
-#: Runs in a fresh interpreter: argv is the workload, N and REOPENS.
+#: Runs in a fresh interpreter: argv is the workload, N, REOPENS, what becomes of the index
+#: file before the reopen ("kept" or "removed"), and whether the last close may write one
+#: ("writes", "no writes"). The key hash's seed and the checkpoints' nonces come from
+#: ``os.urandom``: fixed here, every run probes the same slots (with random seeds, the same
+#: build's reads differed by 1% between runs).
 SCRIPT = """
 import os, random, shutil, sys, tempfile
-from semidbm import _core, db
+os.urandom = lambda size: bytes(range(7, 7 + size))
+from semidbm import _core, _settings, db
 
 workload, count, reopens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 place = tempfile.mkdtemp()
@@ -52,6 +66,10 @@ database = db.open_with(_core, path, "c")
 for key in keys:
     database[key] = b"v" * 100
 database.close()
+if sys.argv[4] == "removed":
+    os.remove(os.path.join(path, "index"))
+if sys.argv[5] == "no writes":
+    _settings.INDEX_MIN_TAIL = 1 << 62
 database = db.open_with(_core, path, "w")
 if workload == "fill":
     for key in keys:
@@ -74,13 +92,16 @@ shutil.rmtree(place)
 """
 
 
-def instructions(source, workload, records):
-    """Instructions callgrind counts for one run of ``workload`` with ``source`` imported."""
+def instructions(source, workload, records, index, writes):
+    """Instructions callgrind counts for one run of ``workload`` with ``source`` imported
+    (``index``: whether the reopen finds the index file; ``writes``: whether the last close
+    may write one)."""
     with tempfile.TemporaryDirectory() as scratch:
         result = subprocess.run(
             ["taskset", "-c", "0", "valgrind", "--tool=callgrind",
              "--callgrind-out-file=" + os.path.join(scratch, "out"),
-             sys.executable, "-c", SCRIPT, workload, str(records), str(REOPENS)],
+             sys.executable, "-c", SCRIPT, workload, str(records), str(REOPENS),
+             "kept" if index else "removed", "writes" if writes else "no writes"],
             env=dict(os.environ, PYTHONPATH=source, PYTHONHASHSEED="0"),
             capture_output=True,
             text=True,
@@ -89,11 +110,11 @@ def instructions(source, workload, records):
     return int(re.search(r"Collected : (\d+)", result.stderr).group(1))
 
 
-def measure(source, records, repeat):
+def measure(source, records, repeat, index=True, writes=True):
     """Each workload's median count, less the median count of ``base``."""
     counts = {
         workload: statistics.median(
-            instructions(source, workload, records) for _ in range(repeat)
+            instructions(source, workload, records, index, writes) for _ in range(repeat)
         )
         for workload in ("base",) + WORKLOADS
     }
@@ -104,13 +125,19 @@ def main(argv=None):
     parser = commits_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--new-without-index", action="store_true",
+                        help="NEW's reopens find no index file (the private table)")
     args = parser.parse_args(argv)
     with builds(args.old, args.new) as (_, sources):
         results = {
-            name: measure(source, args.records, args.repeat) for name, source in sources.items()
+            name: measure(source, args.records, args.repeat,
+                          index=not (name == "new" and args.new_without_index),
+                          writes=not args.new_without_index)
+            for name, source in sources.items()
         }
-    print("Instructions at %d records (%s -> %s), less the base run:" % (
-        args.records, args.old, args.new))
+    print("Instructions at %d records (%s -> %s%s), less the base run:" % (
+        args.records, args.old, args.new,
+        " without its index file" if args.new_without_index else ""))
     rows = []
     for workload in WORKLOADS:
         old, new = results["old"][workload], results["new"][workload]
