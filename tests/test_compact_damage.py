@@ -90,6 +90,56 @@ def test_damage_after_the_writer_opened_is_found(dbopen, dbpath):
         assert dict(database.items()) == {b"a": b"1"}
 
 
+def replace_in_place(dbpath, old, new):
+    """Replace the bytes ``old`` by ``new`` (as long) in the data file of ``dbpath``, in place."""
+    data = data_bytes(dbpath)
+    at = data.index(old)
+    with open(dbpath / "data", "r+b") as file:  # the same file, which the writer has open
+        file.seek(at)
+        file.write(new)
+    return data
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (b"beta", b"bexa"),  # the key's bytes
+        # The lengths, moved by one byte between key and value: the record ends where it did.
+        ((4).to_bytes(4, "big") + (8).to_bytes(4, "big"),
+         (5).to_bytes(4, "big") + (7).to_bytes(4, "big")),
+    ],
+    ids=["key", "lengths"],
+)
+def test_a_live_record_damaged_in_its_key_or_lengths_is_refused_or_counted(
+    dbopen, dbpath, old, new
+):
+    """A live record that no longer reads as its key is not dropped unseen.
+
+    The walk finds a live record by the key it reads there: damaged,
+    ``beta`` read as ``bexa`` (or ``betaB``), a key not live, and the
+    record was skipped as dead, compact() returning 0. Catches the
+    compaction without ``_compaction.all_copied``, its count of the
+    records copied against the live ones.
+    """
+    with dbopen(dbpath, "c") as database:
+        database[b"alpha"] = b"A" * 8
+        database[b"beta"] = b"B" * 8
+        database[b"gamma"] = b"C" * 8
+        database.sync()
+        before = replace_in_place(dbpath, old, new)
+        beta_at = before.index(b"beta") - LENGTHS_SIZE
+        with pytest.raises(semidbm.DBMChecksumError) as refused:
+            database.compact()
+        message = str(refused.value)
+        assert "the live record at offset %d is damaged" % beta_at in message
+        assert "compact(recover=True)" in message
+        assert data_bytes(dbpath) == before.replace(old, new)  # nothing changed
+        assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+        assert database.compact(recover=True) == 1
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"alpha": b"A" * 8, b"gamma": b"C" * 8}
+
+
 def test_a_batch_damaged_after_the_writer_opened_is_a_change_under_it(dbopen, dbpath):
     # Its body's checksum, which the replay checked, fails now: the file changed under the
     # writer (reopened, the replay reads it as lost data). No record of it is copied.

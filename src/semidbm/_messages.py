@@ -95,7 +95,13 @@ FORKED = (
 #: A value whose CRC-32 does not match (path, key, offset of its record, as
 #: ``semidbm verify`` reports it).
 CHECKSUM_MISMATCH = "%s: checksum mismatch in the record of key %r at offset %d"
-#: What follows CHECKSUM_MISMATCH when a compaction meets a damaged live record.
+#: A live record whose key or lengths were damaged, so that it no longer reads
+#: as the key the index holds there (path, offset).
+LIVE_RECORD_DAMAGED = (
+    "%s: the live record at offset %d is damaged: its key or lengths no longer read "
+    "as the key the index holds there"
+)
+#: What follows CHECKSUM_MISMATCH or LIVE_RECORD_DAMAGED when a compaction meets a damaged live record.
 COMPACT_DAMAGED = (
     "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "
     "(semidbm compact --recover) leaves such records out, and their keys with them"
