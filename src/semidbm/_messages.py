@@ -101,6 +101,11 @@ LIVE_RECORD_DAMAGED = (
     "%s: the live record at offset %d is damaged: its key or lengths no longer read "
     "as the key the index holds there"
 )
+#: The sync after a write under dbm.gnu's flag letter 's' failed (the failure's message).
+NOT_SYNCED = (
+    "%s; the change was made: it is in the database, which shows it, but not synced to "
+    "disk (sync() or close() syncs it again)"
+)
 #: What follows CHECKSUM_MISMATCH or LIVE_RECORD_DAMAGED when a compaction meets a damaged live record.
 COMPACT_DAMAGED = (
     "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "

@@ -28,7 +28,7 @@ from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from ._shared import SHARED_FLAGS, shared_class
-from .errors import DBMError, TornTailWarning
+from .errors import DBMError, DBMNotSyncedError, TornTailWarning
 from .format import (
     COMPACT_NAME,
     DATA_NAME,
@@ -57,11 +57,15 @@ implementation, _default_kernel = _kernel.choose()
 _FLAGS = ("r", "w", "c", "n") + SHARED_FLAGS
 #: dbm.gnu's letters that may follow a flag's first letter (:func:`_parse_flag`).
 _GNU_LETTERS = frozenset("fsu")
-#: What a writer opened with dbm.gnu's ``s`` syncs after: every operation that writes,
-#: which the others (``pop``, ``setdefault``, ``clear``, a batch's commit) go through.
+#: What a writer opened with dbm.gnu's ``s`` syncs after: every operation that writes.
+#: One that another calls (``pop``'s delete, ``update``'s sets) syncs once, at the end of
+#: the outer one (``_synced_class``).
 _SYNCED_WRITES = (
-    "__setitem__", "__delitem__", "update", "delete_many", "_commit_batch", "_commit_encoded"
+    "__setitem__", "__delitem__", "update", "delete_many", "_commit_batch", "_commit_encoded",
+    "pop", "popitem", "setdefault", "clear",
 )
+#: The ids of the databases each thread is inside a synced write of (``_synced_class``).
+_writing = threading.local()
 #: How long, in seconds, a shared writer waits for its turn by default.
 DEFAULT_LOCK_TIMEOUT = 10.0
 _classes: dict[ModuleType, type[Database]] = {}
@@ -176,16 +180,37 @@ def _synced_class(base):
     """``base`` (a db class) with each write durable before it returns: dbm.gnu's ``s``.
 
     Every operation of ``_SYNCED_WRITES`` runs :meth:`Database.sync` after
-    it; one that raises syncs nothing (what it wrote is made durable by
-    the next write, ``sync()`` or ``close()``). A shared writer's sync
-    takes a turn of its own, after the write's.
+    it, once: the writes it makes through others (``pop`` deletes,
+    ``update`` sets, on the pure-Python kernel) sync nothing of their
+    own. One that raises syncs nothing (what it wrote is made durable by
+    the next write, ``sync()`` or ``close()``). A sync that fails raises
+    DBMNotSyncedError: the change is made, and its result (``pop``'s
+    value) is the error's. A shared writer's sync takes a turn of its
+    own, after the write's.
     """
 
     def synced(method):
         @functools.wraps(method)
         def write_and_sync(self, *args, **kwds):
-            result = method(self, *args, **kwds)
-            self.sync()
+            inside = _writing.__dict__.setdefault("ids", set())
+            if id(self) in inside:
+                return method(self, *args, **kwds)
+            inside.add(id(self))
+            try:
+                result = method(self, *args, **kwds)
+            finally:
+                inside.discard(id(self))
+            try:
+                self.sync()
+            except DBMError as exc:
+                if exc.errno is None:  # no system call failed (a shared writer's turn)
+                    failure = DBMNotSyncedError(_messages.NOT_SYNCED % exc)
+                else:
+                    failure = DBMNotSyncedError(
+                        exc.errno, _messages.NOT_SYNCED % exc.strerror, exc.filename
+                    )
+                failure.result = result
+                raise failure from exc
             return result
 
         return write_and_sync
