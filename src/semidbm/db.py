@@ -159,9 +159,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if lock is not None:
                 lock.forget()
 
-    # Named where users meet it, not after this function: type(db) is semidbm.db.SemiDBM.
-    SemiDBM.__module__ = __name__
-    SemiDBM.__qualname__ = SemiDBM.__name__
+    _name(SemiDBM, kernel_name, shared=False, synced=False)
     # Concrete at run time: the kernel's Store provides what Database leaves abstract.
     _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
@@ -173,6 +171,7 @@ def _shared_class(kernel):
         return _shared_classes[kernel]
     except KeyError:
         shared = _shared_classes[kernel] = shared_class(database_class(kernel), _warn_of_torn_tail)
+        _name(shared, _kernel.name_of(kernel), shared=True, synced=False)
         return shared
 
 
@@ -220,13 +219,7 @@ def _synced_class(base):
         return _reopen_synced, base.__reduce__(self)[1]
 
     members = {name: synced(getattr(base, name)) for name in _SYNCED_WRITES}
-    members.update(
-        __slots__=(),
-        __doc__=base.__doc__,
-        __module__=base.__module__,
-        __qualname__=base.__qualname__,
-        __reduce__=__reduce__,
-    )
+    members.update(__slots__=(), __doc__=base.__doc__, __reduce__=__reduce__)
     return type(base.__name__, (base,), members)
 
 
@@ -242,7 +235,46 @@ def _class_for(kernel, flag, synced):
         return _synced_classes[base]
     except KeyError:
         made = _synced_classes[base] = _synced_class(base)
+        _name(made, _kernel.name_of(kernel), shared=flag in SHARED_FLAGS, synced=True)
         return made
+
+
+#: What a db class's name says of a kernel other than the default one (``_class_name``).
+_KERNEL_WORDS = {"cython": "Compiled", "python": "Pure"}
+
+
+def _class_name(kernel_name, shared, synced):
+    """The name of the db class of ``kernel_name``'s writers, shared or not, synced or not.
+
+    ``SemiDBM`` for the default kernel's own, which most databases have;
+    the others say how they differ from it: ``SharedSemiDBM`` (flag
+    ``'wm'``), ``SyncedSemiDBM`` (dbm.gnu's ``s``), ``PureSemiDBM`` (the
+    pure-Python kernel where the compiled one is the default)...
+    """
+    kernel_word = "" if kernel_name == implementation else _KERNEL_WORDS[kernel_name]
+    return ("Synced" if synced else "") + ("Shared" if shared else "") + kernel_word + "SemiDBM"
+
+
+def _name(db_class, kernel_name, *, shared, synced):
+    """Name ``db_class`` where users meet it: ``type(db)`` is ``semidbm.db.SemiDBM``...
+
+    Not after the function that made it (``database_class.<locals>``):
+    each name is this module's (``__getattr__``), so that the class is
+    what its name says, and pickles by it.
+    """
+    db_class.__name__ = db_class.__qualname__ = _class_name(kernel_name, shared, synced)
+    db_class.__module__ = __name__
+
+
+if not TYPE_CHECKING:  # names made at run time: type checkers see them as semidbm.Database
+
+    def __getattr__(name):
+        """The db class called ``name`` (``_class_name``), made at its first use."""
+        for kernel_name in _kernel.MODULES:
+            for flag, synced in (("w", False), ("wm", False), ("w", True), ("wm", True)):
+                if _class_name(kernel_name, flag in SHARED_FLAGS, synced) == name:
+                    return _class_for(_kernel.load(kernel_name), flag, synced)
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def _parse_flag(flag):
