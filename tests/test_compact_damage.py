@@ -14,6 +14,7 @@ kernel's ``_write_live_records``) every test here but the batch's fails.
 
 import json
 import os
+import warnings
 
 import pytest
 
@@ -198,18 +199,63 @@ def test_the_command_refuses_then_recovers_and_stats_counts_the_damage(
     assert cli.main(["stats", str(dbpath)]) == 0
     assert "damaged" not in capsys.readouterr().out  # not checked unless asked
     assert cli.main(["stats", "--verify", str(dbpath)]) == 0
-    assert "damaged records   2 (1 holding a key's current value; run semidbm verify)\n" in (
-        capsys.readouterr().out
-    )
+    assert "damage            2 bad checksums (1 holding a key's current value); run semidbm " \
+        "verify\n" in capsys.readouterr().out
     assert cli.main(["stats", "--verify", "--json", str(dbpath)]) == 0
     numbers = json.loads(capsys.readouterr().out)
-    assert (numbers["damaged_records"], numbers["damaged_live_records"]) == (2, 1)
+    assert (numbers["damaged"], numbers["damaged_records"], numbers["damaged_live_records"]) == (
+        True, 2, 1
+    )
 
     assert cli.main(["compact", str(dbpath)]) == 1
     assert "checksum mismatch in the record of key b'b'" in capsys.readouterr().err
     assert cli.main(["compact", "--recover", str(dbpath)]) == 0
-    assert capsys.readouterr().out.endswith(
-        "left out 1 damaged record, whose checksums did not match\n"
-    )
+    assert capsys.readouterr().out.endswith("left out 1 damaged record, and its key\n")
     assert cli.main(["stats", "--verify", str(dbpath)]) == 0
-    assert "damaged records   none\n" in capsys.readouterr().out
+    assert "damage            none\n" in capsys.readouterr().out
+
+
+def test_the_command_finds_a_damaged_batch_and_compacts_past_it_only_with_recover(
+    dbopen, dbpath, monkeypatch, capsys
+):
+    """A damaged batch, records after it: stats --verify and compact see what verify sees.
+
+    The replay reads the batch as a torn tail, whatever follows, so the
+    walk stops there. Catches ``stats --verify`` counting bad checksums
+    alone ("damaged records none" while verify exits 3), and ``compact``
+    letting the writer's open set the batch and the records after it
+    aside with only a warning (``Examination.tail_followed`` unchecked).
+    """
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        with database.batch() as batch:
+            batch[b"b"] = b"value"
+        database[b"c"] = b"after"
+    damage_the_value(dbpath, b"value")
+    before, listing = data_bytes(dbpath), sorted(os.listdir(dbpath))
+    batch_at = before.index(put_record(b"b", b"value")[:LENGTHS_SIZE]) - 12
+    monkeypatch.setattr(db, "open", dbopen)  # the kernel under test
+    assert cli.main(["verify", str(dbpath)]) == 3
+    assert "and records follow (a damaged record or batch?)" in capsys.readouterr().out
+    assert cli.main(["stats", "--verify", str(dbpath)]) == 0
+    assert "damage            a torn tail; run semidbm verify\n" in capsys.readouterr().out
+    assert cli.main(["stats", "--verify", "--json", str(dbpath)]) == 0
+    assert json.loads(capsys.readouterr().out)["damaged"] is True
+
+    assert cli.main(["compact", str(dbpath)]) == 1
+    assert "cannot be read past offset %d, and records follow" % batch_at in (
+        capsys.readouterr().err
+    )
+    assert data_bytes(dbpath) == before and sorted(os.listdir(dbpath)) == listing
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # shown as the command shows it, not an error
+        assert cli.main(["compact", "--recover", str(dbpath)]) == 0
+    out, err = capsys.readouterr()
+    assert out.endswith(
+        "set aside %d bytes that could not be read, from offset %d, in data.torn-%d\n"
+        % (len(before) - batch_at, batch_at, batch_at)
+    )
+    assert "warning: %s: dropped a torn tail" % (dbpath / "data") in err
+    assert (dbpath / ("data.torn-%d" % batch_at)).read_bytes() == before[batch_at:]
+    with dbopen(dbpath) as reader:
+        assert dict(reader.items()) == {b"a": b"1"}
