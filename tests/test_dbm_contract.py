@@ -313,15 +313,25 @@ def test_nu_and_letters_dbm_gnu_lacks_are_refused(dbopen, dbpath):
 
 
 def test_u_opens_a_shared_writer_and_f_an_exclusive_one(dbopen, dbpath):
+    """Each as its letter says, and the refusals that name shared writers' flags name 'u'.
+
+    Catches a refusal naming only 'wm' or 'cm', flags that code written
+    for dbm.gnu never used.
+    """
     with dbopen(dbpath, "cu") as first, dbopen(dbpath, "wu") as second:
         first[b"a"] = b"1"
         second.refresh()
         assert second[b"a"] == b"1"  # two writers at once: shared, each in its turn
         with dbopen(dbpath, "ru") as reader:
             assert reader[b"a"] == b"1" and not reader.writable
-    with dbopen(dbpath, "wf"):
+        # The refusal names the letters these writers were opened with, not semidbm's alone.
+        with pytest.raises(semidbm.error, match="open by shared writers .*dbm.gnu's 'wu' or 'cu'"):
+            dbopen(dbpath, "w")
+    with dbopen(dbpath, "wf") as writer:
         with pytest.raises(semidbm.error, match="locked by another writer"):
             dbopen(dbpath, "wf")
+        with pytest.raises(TypeError, match="open a shared writer .*dbm.gnu's 'wu' or 'cu'"):
+            pickle.dumps(writer)
 
 
 def fsynced_data(monkeypatch, dbpath):

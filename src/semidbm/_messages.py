@@ -9,6 +9,8 @@ one function, ``format.check_header``, and its messages stay with it.
 
 from .format import MAX_LENGTH
 
+#: The flags that open a shared writer, as messages name them: semidbm's own and dbm.gnu's.
+SHARED_WRITER_FLAGS = "flag 'wm' or 'cm', or dbm.gnu's 'wu' or 'cu'"
 #: A key or value of a type the store does not take (``%s``: "keys" or
 #: "values", then the type's name).
 WRONG_TYPE = "semidbm %s must be str or bytes-like, not %s"
@@ -49,8 +51,8 @@ NEW_UNLOCKED = (
 #: Pickling an exclusive writer (the database's repr).
 NOT_PICKLED = (
     "an exclusive semidbm writer cannot be pickled: another process could not open it while "
-    "it is open; pickle a reader (flag 'r'), or open a shared writer (flag 'wm' or 'cm') "
-    "(%r)"
+    "it is open; pickle a reader (flag 'r'), or open a shared writer (%s) "
+    "(%%r)" % SHARED_WRITER_FLAGS
 )
 #: Pickling a closed database (the database's repr).
 CLOSED_NOT_PICKLED = "a closed semidbm database cannot be pickled (%r)"
@@ -84,8 +86,8 @@ SINGLE_NOT_SHARDED = (
 NOT_SHARDED_DIRECTORY = "not a sharded semidbm database (not a directory): %r"
 #: ``locked()`` on a database that is not a shared writer (path).
 NOT_SHARED = (
-    "semidbm database %s is not a shared writer: only a database opened "
-    "with flag 'wm' or 'cm' has a write lock to hold"
+    "semidbm database %%s is not a shared writer: only a database opened "
+    "with %s has a write lock to hold" % SHARED_WRITER_FLAGS
 )
 #: A write in a forked child to its parent's writer (action, path, parent's pid).
 FORKED = (
