@@ -956,7 +956,8 @@ cdef class Store:
         mismatch raises DBMChecksumError (``_compaction.damaged``), or
         with ``recover`` leaves the record out, counted in ``damaged``;
         the records copied are counted in ``copied``, for ``compact`` to
-        check that none live was missed (``_compaction.all_copied``). Calls ``progress(done, total)`` as described in
+        check that none live was missed (``_compaction.all_copied``).
+        Calls ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP``. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
@@ -1002,7 +1003,8 @@ cdef class Store:
                             record + LENGTHS_SIZE + key_size + value_size
                         ):
                             if not recover:
-                                raise _compaction.damaged(self.path, position,
+                                raise _compaction.damaged(
+                                    self.path, position,
                                     PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
                             damaged[0] += 1
                             position += size

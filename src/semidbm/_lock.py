@@ -31,8 +31,8 @@ import threading
 import time
 
 from . import _turn_mutex
-from ._messages import SHARED_WRITER_FLAGS
 from ._files import BINARY, file_identity, os_error
+from ._messages import SHARED_WRITER_FLAGS
 from .errors import DBMError
 from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME
 

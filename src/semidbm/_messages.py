@@ -110,10 +110,9 @@ NOT_SYNCED = (
 )
 #: A sharded compaction stopped by a shard's error (the error, the shards compacted before
 #: it, the shards, the damaged records they left out, as ``_progress.quantity`` says it).
-SHARDS_COMPACTED = (
-    "%s; %d of the %d shards were compacted before it, leaving out %s"
-)
-#: What follows CHECKSUM_MISMATCH or LIVE_RECORD_DAMAGED when a compaction meets a damaged live record.
+SHARDS_COMPACTED = "%s; %d of the %d shards were compacted before it, leaving out %s"
+#: What follows CHECKSUM_MISMATCH or LIVE_RECORD_DAMAGED when a compaction meets a damaged
+#: live record.
 COMPACT_DAMAGED = (
     "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "
     "(semidbm compact --recover) leaves such records out, and their keys with them"

@@ -668,8 +668,9 @@ class Store:
         Each record's checksum is checked before it is copied: a mismatch
         raises DBMChecksumError (``_compaction.damaged``), or with
         ``recover`` leaves the record out; so does a live record the walk
-        did not find, its key or lengths damaged (``_compaction.all_copied``). Calls ``progress(done, total)``
-        as described in ``_settings.PROGRESS_STEP``. A log other than the
+        did not find, its key or lengths damaged (``_compaction.all_copied``).
+        Calls ``progress(done, total)`` as described in
+        ``_settings.PROGRESS_STEP``. A log other than the
         one this store wrote raises ``_messages.CHANGED_UNDER``.
         """
         total = self._disk_end
