@@ -6,10 +6,13 @@ naming its key and offset, the database unchanged), or with
 ``recover=True`` left out and counted. Both kernels, on files built by
 hand and on damage that happens while a writer has the database open;
 the case where the copy would land where the lost-data rule ends the
-new log; and the command's ``compact --recover`` and ``stats --verify``.
-Without the check in the kernels' copy (the CRC-32 comparison of the
-compiled kernel's ``write_live``, the ``checksum_matches`` of the pure
-kernel's ``_write_live_records``) every test here but the batch's fails.
+new log; a live record damaged in its key or lengths, which the walk
+cannot find by its key; and the command's ``compact --recover`` and
+``stats --verify``. Without the check in the kernels' copy (the CRC-32
+comparison of the compiled kernel's ``write_live``, the
+``checksum_matches`` of the pure kernel's ``_write_live_records``) every
+test here fails but the batches' and the key's or lengths' (each says
+what it catches).
 """
 
 import json
