@@ -297,6 +297,20 @@ def test_a_batch_needs_an_open_writable_database_of_format_2(dbopen, dbpath, tmp
         batch[b"a"] = b"1"
 
 
+def test_an_empty_batch_commit_on_a_closed_database_raises(dbopen, dbpath):
+    """Refused as one with changes is, though it has nothing to write.
+
+    Catches a commit that skips the kernel when the batch is empty:
+    it succeeded on a closed database, where the docstring says a commit
+    raises.
+    """
+    database = dbopen(dbpath, "c", format=2)
+    batch = database.batch()
+    database.close()
+    with pytest.raises(semidbm.error, match="closed"):
+        batch.commit()
+
+
 def test_the_kernels_write_the_same_bytes(tmp_path):
     data = {}
     for name in IMPLEMENTATIONS:

@@ -6,14 +6,18 @@ naming its key and offset, the database unchanged), or with
 ``recover=True`` left out and counted. Both kernels, on files built by
 hand and on damage that happens while a writer has the database open;
 the case where the copy would land where the lost-data rule ends the
-new log; and the command's ``compact --recover`` and ``stats --verify``.
-Without the check in the kernels' copy (the CRC-32 comparison of the
-compiled kernel's ``write_live``, the ``checksum_matches`` of the pure
-kernel's ``_write_live_records``) every test here but the batch's fails.
+new log; a live record damaged in its key or lengths, which the walk
+cannot find by its key; and the command's ``compact --recover`` and
+``stats --verify``. Without the check in the kernels' copy (the CRC-32
+comparison of the compiled kernel's ``write_live``, the
+``checksum_matches`` of the pure kernel's ``_write_live_records``) every
+test here fails but the batches' and the key's or lengths' (each says
+what it catches).
 """
 
 import json
 import os
+import warnings
 
 import pytest
 
@@ -90,6 +94,56 @@ def test_damage_after_the_writer_opened_is_found(dbopen, dbpath):
         assert dict(database.items()) == {b"a": b"1"}
 
 
+def replace_in_place(dbpath, old, new):
+    """Replace the bytes ``old`` by ``new`` (as long) in the data file of ``dbpath``, in place."""
+    data = data_bytes(dbpath)
+    at = data.index(old)
+    with open(dbpath / "data", "r+b") as file:  # the same file, which the writer has open
+        file.seek(at)
+        file.write(new)
+    return data
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (b"beta", b"bexa"),  # the key's bytes
+        # The lengths, moved by one byte between key and value: the record ends where it did.
+        ((4).to_bytes(4, "big") + (8).to_bytes(4, "big"),
+         (5).to_bytes(4, "big") + (7).to_bytes(4, "big")),
+    ],
+    ids=["key", "lengths"],
+)
+def test_a_live_record_damaged_in_its_key_or_lengths_is_refused_or_counted(
+    dbopen, dbpath, old, new
+):
+    """A live record that no longer reads as its key is not dropped unseen.
+
+    The walk finds a live record by the key it reads there: damaged,
+    ``beta`` read as ``bexa`` (or ``betaB``), a key not live, and the
+    record was skipped as dead, compact() returning 0. Catches the
+    compaction without ``_compaction.all_copied``, its count of the
+    records copied against the live ones.
+    """
+    with dbopen(dbpath, "c") as database:
+        database[b"alpha"] = b"A" * 8
+        database[b"beta"] = b"B" * 8
+        database[b"gamma"] = b"C" * 8
+        database.sync()
+        before = replace_in_place(dbpath, old, new)
+        beta_at = before.index(b"beta") - LENGTHS_SIZE
+        with pytest.raises(semidbm.DBMChecksumError) as refused:
+            database.compact()
+        message = str(refused.value)
+        assert "the live record at offset %d is damaged" % beta_at in message
+        assert "compact(recover=True)" in message
+        assert data_bytes(dbpath) == before.replace(old, new)  # nothing changed
+        assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+        assert database.compact(recover=True) == 1
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"alpha": b"A" * 8, b"gamma": b"C" * 8}
+
+
 def test_a_batch_damaged_after_the_writer_opened_is_a_change_under_it(dbopen, dbpath):
     # Its body's checksum, which the replay checked, fails now: the file changed under the
     # writer (reopened, the replay reads it as lost data). No record of it is copied.
@@ -148,18 +202,63 @@ def test_the_command_refuses_then_recovers_and_stats_counts_the_damage(
     assert cli.main(["stats", str(dbpath)]) == 0
     assert "damaged" not in capsys.readouterr().out  # not checked unless asked
     assert cli.main(["stats", "--verify", str(dbpath)]) == 0
-    assert "damaged records   2 (1 holding a key's current value; run semidbm verify)\n" in (
-        capsys.readouterr().out
-    )
+    assert "damage            2 bad checksums (1 holding a key's current value); run semidbm " \
+        "verify\n" in capsys.readouterr().out
     assert cli.main(["stats", "--verify", "--json", str(dbpath)]) == 0
     numbers = json.loads(capsys.readouterr().out)
-    assert (numbers["damaged_records"], numbers["damaged_live_records"]) == (2, 1)
+    assert (numbers["damaged"], numbers["damaged_records"], numbers["damaged_live_records"]) == (
+        True, 2, 1
+    )
 
     assert cli.main(["compact", str(dbpath)]) == 1
     assert "checksum mismatch in the record of key b'b'" in capsys.readouterr().err
     assert cli.main(["compact", "--recover", str(dbpath)]) == 0
-    assert capsys.readouterr().out.endswith(
-        "left out 1 damaged record, whose checksums did not match\n"
-    )
+    assert capsys.readouterr().out.endswith("left out 1 damaged record, and its key\n")
     assert cli.main(["stats", "--verify", str(dbpath)]) == 0
-    assert "damaged records   none\n" in capsys.readouterr().out
+    assert "damage            none\n" in capsys.readouterr().out
+
+
+def test_the_command_finds_a_damaged_batch_and_compacts_past_it_only_with_recover(
+    dbopen, dbpath, monkeypatch, capsys
+):
+    """A damaged batch, records after it: stats --verify and compact see what verify sees.
+
+    The replay reads the batch as a torn tail, whatever follows, so the
+    walk stops there. Catches ``stats --verify`` counting bad checksums
+    alone ("damaged records none" while verify exits 3), and ``compact``
+    letting the writer's open set the batch and the records after it
+    aside with only a warning (``Examination.tail_followed`` unchecked).
+    """
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        with database.batch() as batch:
+            batch[b"b"] = b"value"
+        database[b"c"] = b"after"
+    damage_the_value(dbpath, b"value")
+    before, listing = data_bytes(dbpath), sorted(os.listdir(dbpath))
+    batch_at = before.index(put_record(b"b", b"value")[:LENGTHS_SIZE]) - 12
+    monkeypatch.setattr(db, "open", dbopen)  # the kernel under test
+    assert cli.main(["verify", str(dbpath)]) == 3
+    assert "and records follow (a damaged record or batch?)" in capsys.readouterr().out
+    assert cli.main(["stats", "--verify", str(dbpath)]) == 0
+    assert "damage            a torn tail; run semidbm verify\n" in capsys.readouterr().out
+    assert cli.main(["stats", "--verify", "--json", str(dbpath)]) == 0
+    assert json.loads(capsys.readouterr().out)["damaged"] is True
+
+    assert cli.main(["compact", str(dbpath)]) == 1
+    assert "cannot be read past offset %d, and records follow" % batch_at in (
+        capsys.readouterr().err
+    )
+    assert data_bytes(dbpath) == before and sorted(os.listdir(dbpath)) == listing
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # shown as the command shows it, not an error
+        assert cli.main(["compact", "--recover", str(dbpath)]) == 0
+    out, err = capsys.readouterr()
+    assert out.endswith(
+        "set aside %d bytes that could not be read, from offset %d, in data.torn-%d\n"
+        % (len(before) - batch_at, batch_at, batch_at)
+    )
+    assert "warning: %s: dropped a torn tail" % (dbpath / "data") in err
+    assert (dbpath / ("data.torn-%d" % batch_at)).read_bytes() == before[batch_at:]
+    with dbopen(dbpath) as reader:
+        assert dict(reader.items()) == {b"a": b"1"}

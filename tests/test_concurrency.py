@@ -6,6 +6,7 @@ interpreter and the kernel under test), never mocks.
 
 import errno
 import os
+import pickle
 import signal
 import struct
 import subprocess
@@ -19,7 +20,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import _compaction, _index_file, _lock, _pure, _settings, db
+from semidbm import _compaction, _index_file, _kernel, _lock, _pure, _settings, db
 from semidbm.format import INDEX_NAME
 
 from .conftest import kernel_name
@@ -115,10 +116,32 @@ def test_a_writer_here_is_named_by_any_path_and_a_shared_writer_is_told_too(dbop
     dbopen(link, "w").close()  # closed: nothing of it is left to refuse
 
 
-def test_the_class_of_a_database_has_a_name_a_user_can_read(dbopen, dbpath):
-    with dbopen(dbpath, "c") as db:
-        assert "%s.%s" % (type(db).__module__, type(db).__qualname__) == "semidbm.db.SemiDBM"
-        assert isinstance(db, semidbm.Database)
+def test_the_class_of_a_database_has_a_name_a_user_can_read(dbopen, dbpath, kernel):
+    """``type(db)`` names a class of ``semidbm.db`` that is that class, and pickles by it.
+
+    Catches a name set on the class alone (every db class was called
+    ``semidbm.db.SemiDBM``, which did not exist: ``pickle.dumps(type(db))``
+    failed), in this process and in a new one, where nothing made the
+    class yet.
+    """
+    pure = "" if semidbm.implementation == _kernel.name_of(kernel) else "Pure"
+    for flag, name in (("c", "SemiDBM"), ("wm", "SharedSemiDBM"), ("ws", "SyncedSemiDBM"),
+                       ("wsu", "SyncedSharedSemiDBM")):
+        with dbopen(dbpath, flag) as opened:
+            db_class = type(opened)
+        assert (db_class.__module__, db_class.__qualname__) == (
+            "semidbm.db", name.replace("SemiDBM", pure + "SemiDBM")
+        )
+        assert getattr(db, db_class.__qualname__) is db_class
+        assert isinstance(opened, semidbm.Database)
+        pickled = pickle.dumps(db_class)
+        assert pickle.loads(pickled) is db_class
+        code = "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read()))"
+        unpickled = subprocess.run(
+            [sys.executable, "-c", code], input=pickled, capture_output=True, check=True
+        )
+        assert unpickled.stdout.decode() == "<class 'semidbm.db.%s'>\n" % db_class.__qualname__
+    assert not hasattr(db, "NoSuchSemiDBM")
 
 
 def test_closing_releases_the_lock_and_readers_take_none(dbopen, dbpath):

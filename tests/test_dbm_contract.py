@@ -12,6 +12,7 @@ single database's files (its ``data``, its directory) use ``dbopen`` alone.
 """
 
 import dbm
+import errno
 import os
 import pickle
 
@@ -312,15 +313,25 @@ def test_nu_and_letters_dbm_gnu_lacks_are_refused(dbopen, dbpath):
 
 
 def test_u_opens_a_shared_writer_and_f_an_exclusive_one(dbopen, dbpath):
+    """Each as its letter says, and the refusals that name shared writers' flags name 'u'.
+
+    Catches a refusal naming only 'wm' or 'cm', flags that code written
+    for dbm.gnu never used.
+    """
     with dbopen(dbpath, "cu") as first, dbopen(dbpath, "wu") as second:
         first[b"a"] = b"1"
         second.refresh()
         assert second[b"a"] == b"1"  # two writers at once: shared, each in its turn
         with dbopen(dbpath, "ru") as reader:
             assert reader[b"a"] == b"1" and not reader.writable
-    with dbopen(dbpath, "wf"):
+        # The refusal names the letters these writers were opened with, not semidbm's alone.
+        with pytest.raises(semidbm.error, match="open by shared writers .*dbm.gnu's 'wu' or 'cu'"):
+            dbopen(dbpath, "w")
+    with dbopen(dbpath, "wf") as writer:
         with pytest.raises(semidbm.error, match="locked by another writer"):
             dbopen(dbpath, "wf")
+        with pytest.raises(TypeError, match="open a shared writer .*dbm.gnu's 'wu' or 'cu'"):
+            pickle.dumps(writer)
 
 
 def fsynced_data(monkeypatch, dbpath):
@@ -371,6 +382,80 @@ def test_s_makes_every_write_durable_before_it_returns(dbopen, dbpath, monkeypat
             copy[b"e"] = b"5"
             assert len(fsyncs) > count
             copy.close()
+
+
+def test_s_syncs_once_per_bulk_write(dbopen, dbpath, monkeypatch):
+    """``update``, ``clear`` and ``pop`` each sync the data file once, on both kernels.
+
+    The pure-Python kernel's update sets each item through the
+    database's ``__setitem__``, and ``clear`` deletes each key through
+    ``__delitem__``, both synced under ``s``: without the synced class's
+    check of a write inside another, they synced once per item (and the
+    update once more).
+    """
+    with dbopen(dbpath, "cs") as database:
+        fsyncs = fsynced_data(monkeypatch, dbpath)
+        database.update({b"a": b"1", b"b": b"2", b"c": b"3"})
+        assert len(fsyncs) == 1
+        database.pop(b"a")
+        assert len(fsyncs) == 2
+        database.clear()
+        assert len(fsyncs) == 3 and len(database) == 0
+
+
+def failing_fsync(monkeypatch, dbpath):
+    """Make every fsync of ``dbpath``'s data file fail (EIO) from now on, as a failing disk."""
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        if os.path.samestat(os.fstat(fd), os.stat(dbpath / "data")):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_s_with_a_failing_sync_says_the_write_was_made(dbopen, dbpath, monkeypatch):
+    """The error of a write whose sync failed says the change is made, and carries its result.
+
+    Catches the synced class raising the sync's bare error ("cannot
+    sync"), which reads as if nothing was written, and ``pop`` losing the
+    value of the key it deleted (``DBMNotSyncedError.result``).
+    """
+    with dbopen(dbpath, "cs") as database:
+        database[b"a"] = b"1"
+        failing_fsync(monkeypatch, dbpath)
+        with pytest.raises(semidbm.DBMNotSyncedError, match="cannot sync .*; the change was "
+                           "made: it is in the database") as failed:
+            database[b"k"] = b"v"
+        assert failed.value.errno == errno.EIO and failed.value.result is None
+        assert database[b"k"] == b"v"
+        with pytest.raises(semidbm.DBMNotSyncedError) as failed:
+            database.pop(b"a")
+        assert failed.value.result == b"1" and b"a" not in database
+        monkeypatch.undo()
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"k": b"v"}
+
+
+def test_s_a_batch_whose_sync_failed_is_committed_not_synced(dbopen, dbpath, monkeypatch):
+    """Its rollback raises, as a committed batch's does: its changes are in the database.
+
+    Catches a batch left as "its commit failed", on which a rollback
+    does nothing and tells cleanup code that nothing was written.
+    """
+    with dbopen(dbpath, "cs", format=2) as database:
+        batch = database.batch()
+        batch[b"k"] = b"v"
+        failing_fsync(monkeypatch, dbpath)
+        with pytest.raises(semidbm.DBMNotSyncedError):
+            batch.commit()
+        with pytest.raises(semidbm.error, match="it was committed"):
+            batch.rollback()
+        with pytest.raises(semidbm.error, match=r"batch is over \(committed, not synced\)"):
+            batch.commit()
+        assert database[b"k"] == b"v"
+        monkeypatch.undo()
 
 
 def test_f_leaves_writes_buffered_as_the_default_does(dbopen, dbpath, monkeypatch):

@@ -604,6 +604,45 @@ def test_close_closes_every_shard_and_raises_the_first_error(sharded_open, spath
     assert failures == [0, 2] and all(shard.closed for shard in real)
 
 
+def test_a_compaction_stopped_by_a_shard_says_what_the_shards_before_it_left_out(
+    sharded_open, spath
+):
+    """The counts of the shards compacted before a failing one reach the caller.
+
+    Shards 0 and 1 each hold a damaged live record, which
+    ``recover=True`` leaves out; shard 2 fails. Catches the return
+    value's sum, lost with the exception: the caller never learnt that
+    two records were gone.
+    """
+    database = sharded_open(spath, "c", shards=3)
+    database.update({b"k%d" % number: b"value%d" % number for number in range(30)})
+    database.sync()
+    for number in (0, 1):
+        data = spath / ("shard-%04d" % number) / "data"
+        at = data.read_bytes().rindex(b"value") + 1  # inside a live value
+        with open(data, "r+b") as file:  # the file the writer has open
+            file.seek(at)
+            file.write(b"X")
+
+    class Failing:
+        """A shard whose compaction fails."""
+
+        def compact(self, format=None, recover=False):
+            raise semidbm.DBMChecksumError("shard 2 failed")
+
+    shard = database._shards[2]
+    database._shards[2] = Failing()
+    with pytest.raises(semidbm.DBMChecksumError) as refused:
+        database.compact(recover=True)
+    assert str(refused.value) == (
+        "shard 2 failed; 2 of the 3 shards were compacted before it, leaving out 2 damaged records"
+    )
+    assert str(refused.value.__cause__) == "shard 2 failed"
+    database._shards[2] = shard
+    assert len(database) == 28
+    database.close()
+
+
 # --- pickling and processes ---
 
 

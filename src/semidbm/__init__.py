@@ -27,7 +27,14 @@ setting ``SEMIDBM_PURE_PYTHON=1``).
 from ._batch import Batch
 from ._database import Database
 from .db import implementation, open
-from .errors import DBMChecksumError, DBMError, DBMLoadError, TornTailWarning, error
+from .errors import (
+    DBMChecksumError,
+    DBMError,
+    DBMLoadError,
+    DBMNotSyncedError,
+    TornTailWarning,
+    error,
+)
 from .sharded import ShardedDatabase, open_sharded, shard_of
 from .shelf import open_shelf
 
@@ -45,6 +52,7 @@ __all__ = [
     "DBMError",
     "DBMLoadError",
     "DBMChecksumError",
+    "DBMNotSyncedError",
     "TornTailWarning",
     "implementation",
     "__version__",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from . import _messages
 from ._records import as_bytes
-from .errors import DBMError
+from .errors import DBMError, DBMNotSyncedError
 from .format import EMPTY_RECORD_SIZE, MAX_LENGTH
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ CAPACITY = MAX_LENGTH
 COMMITTED = "committed"
 ROLLED_BACK = "rolled back"
 COMMIT_FAILED = "its commit failed"
+NOT_SYNCED = "committed, not synced"
 
 
 class Batch:
@@ -125,11 +126,14 @@ class Batch:
         The changes reach the database and its readers together; like
         other writes, they are durable after :meth:`semidbm.Database.sync`
         or :meth:`~semidbm.Database.close`. A batch without changes
-        writes nothing. If the commit raises (the database closed, a
-        full disk), the batch ends all the same: the database has all of
-        its changes or none, never part, and none unless the error came
-        after the append (the sync of a database opened with the flag
-        letter ``s``).
+        writes nothing, but is refused as one with changes would be (a
+        closed or read-only database). If the commit raises (the database
+        closed, a full disk), the batch ends all the same: the database
+        has all of its changes or none, never part, and none unless the
+        error is :class:`semidbm.DBMNotSyncedError`: the sync after the
+        append failed (a database opened with the flag letter ``s``),
+        the changes are in the database, and the batch ends as
+        committed, not synced.
 
         Raises:
             semidbm.error: the batch has ended already (committed, or
@@ -137,8 +141,11 @@ class Batch:
         """
         self._check_open()
         changes, self._changes, self._ended = self._changes, {}, COMMIT_FAILED
-        if changes:
+        try:
             self._database._commit_batch(changes)
+        except DBMNotSyncedError:
+            self._ended = NOT_SYNCED
+            raise
         self._ended = COMMITTED
 
     def rollback(self) -> None:
@@ -149,10 +156,11 @@ class Batch:
         may call it whatever happened before.
 
         Raises:
-            semidbm.error: the batch was committed: its changes are in
-                the database, where a rollback cannot reach them.
+            semidbm.error: the batch was committed (its sync failing or
+                not): its changes are in the database, where a rollback
+                cannot reach them.
         """
-        if self._ended == COMMITTED:
+        if self._ended in (COMMITTED, NOT_SYNCED):
             raise DBMError(_messages.BATCH_COMMITTED)
         if self._ended is None:
             self._changes, self._ended = {}, ROLLED_BACK

@@ -33,18 +33,39 @@ def check_views_released(path, alive):
         raise DBMError(_messages.VIEWS_ALIVE % (path, alive))
 
 
-def damaged(path, key, offset):
-    """The DBMChecksumError of a compaction refused at the damaged live record of ``key``.
+def damaged(path, offset, key=None):
+    """The DBMChecksumError of a compaction refused at the damaged live record at ``offset``.
 
-    ``offset`` is where the record starts in the data file ``path``. The
-    compaction checks each record it copies: a damaged one copied would
-    read as sound data to every later open, or, where the copy puts a
-    zero byte beside a page boundary, end the new log there as lost data
-    and take every record after it (docs/FORMAT.md, "Compaction").
+    ``offset`` is where the record starts in the data file ``path``;
+    ``key`` is its key when its checksum failed, None when its key or
+    lengths are what is damaged (``all_copied``). The compaction checks
+    each record it copies: a damaged one copied would read as sound data
+    to every later open, or, where the copy puts a zero byte beside a
+    page boundary, end the new log there as lost data and take every
+    record after it (docs/FORMAT.md, "Compaction").
     """
-    return DBMChecksumError(
-        _messages.CHECKSUM_MISMATCH % (path, key, offset) + _messages.COMPACT_DAMAGED
-    )
+    if key is None:
+        found = _messages.LIVE_RECORD_DAMAGED % (path, offset)
+    else:
+        found = _messages.CHECKSUM_MISMATCH % (path, key, offset)
+    return DBMChecksumError(found + _messages.COMPACT_DAMAGED)
+
+
+def all_copied(path, live, copied, left_out, recover, uncopied):
+    """Check that a compaction's walk copied every live record; return how many it left out.
+
+    The walk finds a live record by the key it reads there: a record
+    whose key or lengths were damaged since the index pointed at it reads
+    as another key, or none, and would be dropped unseen. So the ``live``
+    records the index holds must be the ``copied`` ones and the
+    ``left_out`` ones (damaged, with ``recover``). Any other is damaged:
+    refused naming the offset ``uncopied()`` returns, one of them, or with
+    ``recover`` counted with those left out.
+    """
+    missed = live - copied - left_out
+    if missed and not recover:
+        raise damaged(path, uncopied())
+    return left_out + missed
 
 
 def write_compacted(directory, fd, write_records, header):

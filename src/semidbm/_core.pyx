@@ -910,7 +910,10 @@ cdef class Store:
 
         def write_records(out):
             cdef Py_ssize_t damaged = 0
-            empty_at = self.write_live(out, progress, recover, &damaged)
+            cdef Py_ssize_t copied = 0
+            empty_at = self.write_live(out, progress, recover, &damaged, &copied)
+            damaged = _compaction.all_copied(self.path, index_live(&self.index), copied, damaged,
+                                             recover, lambda: self.uncopied_live())
             if empty_at:
                 self.write_seal(out, empty_at)
             return damaged
@@ -944,14 +947,16 @@ cdef class Store:
             return damaged
 
     cdef uint64_t write_live(self, int out, object progress, bint recover,
-                             Py_ssize_t* damaged) except? 0:
+                             Py_ssize_t* damaged, Py_ssize_t* copied) except? 0:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
         written on its own, and a batch's records as records of their
         own. Each record's checksum is checked before it is copied: a
         mismatch raises DBMChecksumError (``_compaction.damaged``), or
-        with ``recover`` leaves the record out, counted in ``damaged``.
+        with ``recover`` leaves the record out, counted in ``damaged``;
+        the records copied are counted in ``copied``, for ``compact`` to
+        check that none live was missed (``_compaction.all_copied``).
         Calls ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP``. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
@@ -998,8 +1003,9 @@ cdef class Store:
                             record + LENGTHS_SIZE + key_size + value_size
                         ):
                             if not recover:
-                                raise _compaction.damaged(self.path, PyBytes_FromStringAndSize(
-                                    record + LENGTHS_SIZE, key_size), position)
+                                raise _compaction.damaged(
+                                    self.path, position,
+                                    PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
                             damaged[0] += 1
                             position += size
                             continue
@@ -1013,6 +1019,7 @@ cdef class Store:
                             used += size
                         ends_empty = size == RECORD_OVERHEAD and value_size == 0
                         written += size
+                        copied[0] += 1
                         if progress is not None and position + size >= next_report:
                             progress(position + size, end)
                             next_report = position + size + PROGRESS_STEP
@@ -1023,6 +1030,32 @@ cdef class Store:
         if progress is not None:
             progress(end, end)
         return written - RECORD_OVERHEAD if ends_empty else 0
+
+    cdef uint64_t uncopied_live(self) except? 0:
+        """The offset of a live record whose key or lengths no longer lead back to it.
+
+        A compaction's walk did not copy it (``_compaction.all_copied``):
+        its lengths run past the log, or the key they frame is not live
+        there. 0 if there is none, which the caller's count rules out. The
+        compaction checked the mapped index file before its walk.
+        """
+        cdef size_t position = 0
+        cdef uint64_t offset, found
+        cdef const char* record
+        cdef int32_t key_size
+        while True:
+            offset = keys_next_live(self, &position, False)
+            if offset == 0:
+                return 0
+            record = log_record(&self.log, offset)
+            key_size = <int32_t>load_be32(record)
+            if (key_size < 0 or <int32_t>load_be32(record + 4) < 0
+                    or <uint64_t>key_size > self.log.disk_end - offset - RECORD_OVERHEAD
+                    or keys_find(self, record + LENGTHS_SIZE, key_size,
+                                 hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
+                                 &found) != 1
+                    or found != offset):
+                return offset
 
     def refresh(self):
         """``_interface.Store.refresh``: the new log is read into a copy (see ``replay_copy``)."""

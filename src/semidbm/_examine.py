@@ -68,10 +68,12 @@ class Examination:
     (offset of a record with impossible lengths, where the walk had to
     stop, or None), ``tail`` (bytes after where the walk stopped) and
     ``tail_lost`` (the tail starts where a power cut left zeros, so opening
-    drops it whatever its length: ``_tail.starts_lost_data``) and
-    ``tail_needs_recover`` (opening refuses it without ``recover=True``:
-    longer than a buffer, no lost data, and records written after it end
-    the file, ``_tail.log_goes_on``; a batch cut short is not that).
+    drops it whatever its length: ``_tail.starts_lost_data``),
+    ``tail_followed`` (records written after it end the file,
+    ``_tail.log_goes_on``: a damaged record or batch, not a cut write;
+    a batch cut short is not that) and ``tail_needs_recover`` (opening
+    refuses it without ``recover=True``: followed, longer than a buffer,
+    and no lost data).
     ``writer_active`` says a writer held the lock: its last record may
     then be a write in progress rather than a torn tail.
     """
@@ -90,6 +92,7 @@ class Examination:
         self.tail_offset = None
         self.tail = 0
         self.tail_lost = False
+        self.tail_followed = False
         self.tail_needs_recover = False
         self.writer_active = False
 
@@ -140,10 +143,11 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
             found.tail = data.size - summary.end
             batches = data.version[0] >= BATCH_FORMAT
             found.tail_lost = _tail.starts_lost_data(data.head(summary.end), found.tail, batches)
+            found.tail_followed = _log_goes_on(data_path, summary.end, data.size, batches)
             found.tail_needs_recover = (
                 found.tail > torn_tail_limit(DEFAULT_BUFFER_SIZE)
                 and not found.tail_lost
-                and _log_goes_on(data_path, summary.end, data.size, batches)
+                and found.tail_followed
             )
     found.records = summary.records
     found.keys = summary.keys

@@ -32,6 +32,7 @@ import time
 
 from . import _turn_mutex
 from ._files import BINARY, file_identity, os_error
+from ._messages import SHARED_WRITER_FLAGS
 from .errors import DBMError
 from .format import COMPACT_NAME, LOCK_NAME, WRITE_LOCK_NAME
 
@@ -181,7 +182,7 @@ def _refusal(fd, directory):
     holder = _holder(fd)
     if holder is None and _try_lock(fd, shared=True):
         _unlock(fd)
-        message = "semidbm database is open by shared writers (flag 'wm' or 'cm')"
+        message = "semidbm database is open by shared writers (%s)" % SHARED_WRITER_FLAGS
     else:
         message = "semidbm database is locked by another writer%s" % (
             "" if holder is None else " (process %d)" % holder

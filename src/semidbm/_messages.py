@@ -9,6 +9,8 @@ one function, ``format.check_header``, and its messages stay with it.
 
 from .format import MAX_LENGTH
 
+#: The flags that open a shared writer, as messages name them: semidbm's own and dbm.gnu's.
+SHARED_WRITER_FLAGS = "flag 'wm' or 'cm', or dbm.gnu's 'wu' or 'cu'"
 #: A key or value of a type the store does not take (``%s``: "keys" or
 #: "values", then the type's name).
 WRONG_TYPE = "semidbm %s must be str or bytes-like, not %s"
@@ -49,8 +51,8 @@ NEW_UNLOCKED = (
 #: Pickling an exclusive writer (the database's repr).
 NOT_PICKLED = (
     "an exclusive semidbm writer cannot be pickled: another process could not open it while "
-    "it is open; pickle a reader (flag 'r'), or open a shared writer (flag 'wm' or 'cm') "
-    "(%r)"
+    "it is open; pickle a reader (flag 'r'), or open a shared writer (%s) "
+    "(%%r)" % SHARED_WRITER_FLAGS
 )
 #: Pickling a closed database (the database's repr).
 CLOSED_NOT_PICKLED = "a closed semidbm database cannot be pickled (%r)"
@@ -84,8 +86,8 @@ SINGLE_NOT_SHARDED = (
 NOT_SHARDED_DIRECTORY = "not a sharded semidbm database (not a directory): %r"
 #: ``locked()`` on a database that is not a shared writer (path).
 NOT_SHARED = (
-    "semidbm database %s is not a shared writer: only a database opened "
-    "with flag 'wm' or 'cm' has a write lock to hold"
+    "semidbm database %%s is not a shared writer: only a database opened "
+    "with %s has a write lock to hold" % SHARED_WRITER_FLAGS
 )
 #: A write in a forked child to its parent's writer (action, path, parent's pid).
 FORKED = (
@@ -95,7 +97,22 @@ FORKED = (
 #: A value whose CRC-32 does not match (path, key, offset of its record, as
 #: ``semidbm verify`` reports it).
 CHECKSUM_MISMATCH = "%s: checksum mismatch in the record of key %r at offset %d"
-#: What follows CHECKSUM_MISMATCH when a compaction meets a damaged live record.
+#: A live record whose key or lengths were damaged, so that it no longer reads
+#: as the key the index holds there (path, offset).
+LIVE_RECORD_DAMAGED = (
+    "%s: the live record at offset %d is damaged: its key or lengths no longer read "
+    "as the key the index holds there"
+)
+#: The sync after a write under dbm.gnu's flag letter 's' failed (the failure's message).
+NOT_SYNCED = (
+    "%s; the change was made: it is in the database, which shows it, but not synced to "
+    "disk (sync() or close() syncs it again)"
+)
+#: A sharded compaction stopped by a shard's error (the error, the shards compacted before
+#: it, the shards, the damaged records they left out, as ``_progress.quantity`` says it).
+SHARDS_COMPACTED = "%s; %d of the %d shards were compacted before it, leaving out %s"
+#: What follows CHECKSUM_MISMATCH or LIVE_RECORD_DAMAGED when a compaction meets a damaged
+#: live record.
 COMPACT_DAMAGED = (
     "; the compaction copies no damaged record, and changed nothing: compact(recover=True) "
     "(semidbm compact --recover) leaves such records out, and their keys with them"

@@ -667,8 +667,10 @@ class Store:
 
         Each record's checksum is checked before it is copied: a mismatch
         raises DBMChecksumError (``_compaction.damaged``), or with
-        ``recover`` leaves the record out. Calls ``progress(done, total)``
-        as described in ``_settings.PROGRESS_STEP``. A log other than the
+        ``recover`` leaves the record out; so does a live record the walk
+        did not find, its key or lengths damaged (``_compaction.all_copied``).
+        Calls ``progress(done, total)`` as described in
+        ``_settings.PROGRESS_STEP``. A log other than the
         one this store wrote raises ``_messages.CHANGED_UNDER``.
         """
         total = self._disk_end
@@ -688,7 +690,7 @@ class Store:
                         continue  # a delete, or a value replaced since
                     if not _records.checksum_matches(data, key, value_start, stop):
                         if not recover:
-                            raise _compaction.damaged(self.path, key, start)
+                            raise _compaction.damaged(self.path, start, key)
                         damaged += 1
                         continue
                     size = stop - start
@@ -709,6 +711,13 @@ class Store:
                 stop = exc.offset
         if stop != total:
             raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
+        damaged = _compaction.all_copied(
+            self.path, len(self._index), len(index), damaged, recover, lambda: next(
+                value_start - LENGTHS_SIZE - len(key)
+                for key, (value_start, _) in self._index.items()
+                if key not in index
+            ),
+        )
         if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
             chunk += seal(written, index.__contains__)
         _files.write_all(out, chunk)

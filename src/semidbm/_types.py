@@ -19,9 +19,15 @@ if TYPE_CHECKING:
     #: write, create if missing, always a new empty one; and a writer that
     #: shares the database with others, of an existing one or created if missing.
     Flag = Literal["r", "w", "c", "n", "wm", "cm"]
-    #: What :func:`semidbm.open` takes besides: a flag with one of dbm.gnu's letters
-    #: (``db._parse_flag``; any combination of them is taken at run time).
-    GnuFlag = Literal["rf", "rs", "ru", "wf", "ws", "wu", "cf", "cs", "cu", "nf", "ns"]
+    #: What :func:`semidbm.open` takes besides: a flag with dbm.gnu's letters, each once, in
+    #: any order (``db._parse_flag``, which takes repeats too); ``u`` is refused after ``n``.
+    GnuFlag = Literal[
+        "rf", "rs", "ru", "rfs", "rfu", "rsf", "rsu", "ruf", "rus", "rfsu", "rfus",
+        "rsfu", "rsuf", "rufs", "rusf", "wf", "ws", "wu", "wfs", "wfu", "wsf",
+        "wsu", "wuf", "wus", "wfsu", "wfus", "wsfu", "wsuf", "wufs", "wusf", "cf",
+        "cs", "cu", "cfs", "cfu", "csf", "csu", "cuf", "cus", "cfsu", "cfus",
+        "csfu", "csuf", "cufs", "cusf", "nf", "ns", "nfs", "nsf",
+    ]
 
 
 class BatchTarget(Protocol):

@@ -316,6 +316,7 @@ def run_stats(args):
         numbers["corrupt_at"] = found.corrupt_at
     if args.verify:
         live = sum(1 for _, is_live in found.bad_checksums if is_live)
+        numbers["damaged"] = found.damaged
         numbers["damaged_records"] = len(found.bad_checksums)
         numbers["damaged_live_records"] = live
     if args.json:
@@ -337,12 +338,8 @@ def run_stats(args):
     if found.corrupt_at is not None:
         lines.append(("corrupt record", "at offset %d (run semidbm verify)" % found.corrupt_at))
     if args.verify:
-        lines.append((
-            "damaged records",
-            "{:,} ({:,} holding a key's current value; run semidbm verify)".format(
-                numbers["damaged_records"], numbers["damaged_live_records"]
-            ) if found.bad_checksums else "none",
-        ))
+        damage = _damage(found, "{:,} holding a key's current value".format(live))
+        lines.append(("damage", "%s; run semidbm verify" % damage if damage else "none"))
     if found.writer_active:
         lines.append(("writer", "a writer has the database open"))
     for name, value in lines:
@@ -458,6 +455,8 @@ def run_verify(args):
             if found.tail_lost
             else "do not make a whole record (an interrupted write?)"
         )
+        if found.tail_followed:
+            cause += ", and records follow (a damaged record or batch?)"
         print(
             "torn tail: %s at offset %d %s; %s"
             % (_bytes(found.tail), found.tail_offset, cause, what)
@@ -466,23 +465,51 @@ def run_verify(args):
         quantity(found.records, "record"), quantity(found.keys, "key"), human_bytes(found.file_size)
     )
     if found.damaged:
-        problems = []
-        if found.bad_checksums:
-            count = len(found.bad_checksums)
-            problems.append(quantity(count, "bad checksum"))
-        if found.corrupt_at is not None:
-            problems.append("a corrupt record")
-        if found.tail:
-            problems.append("a torn tail")
-        print("damaged: %s (%s)" % (", ".join(problems), summary))
+        print("damaged: %s (%s)" % (_damage(found), summary))
         return DAMAGED
     print("ok: every checksum matches (%s)" % summary)
     return OK
 
 
+def _damage(found, of_checksums=None):
+    """The damage ``verify`` (and ``stats --verify``) finds in ``found``, in words; "" if none.
+
+    ``found`` is an Examination with checksums checked; ``of_checksums``,
+    if given, says more of the bad checksums, in brackets.
+    """
+    if not found.damaged:
+        return ""
+    problems = []
+    if found.bad_checksums:
+        problems.append(quantity(len(found.bad_checksums), "bad checksum"))
+        if of_checksums:
+            problems[-1] += " (%s)" % of_checksums
+    if found.corrupt_at is not None:
+        problems.append("a corrupt record")
+    if found.tail:
+        problems.append("a torn tail")
+    return ", ".join(problems)
+
+
 def run_compact(args):
     """``compact``: rewrite the data file, say how much that freed (and how many damaged
-    records ``--recover`` left out)."""
+    records ``--recover`` left out, and what it set aside).
+
+    A log that cannot be read past a point that records follow (a damaged
+    record or batch, ``Examination.tail_followed``) is refused unless
+    ``--recover``: the writer's open would cut it there, keeping those
+    records in ``data.torn-OFFSET``, with no more than a warning.
+    """
+    found = _examine.examine(args.database)
+    kept = "%s%d" % (TORN_PREFIX, found.tail_offset) if found.tail_followed else None
+    if kept and not args.recover:
+        raise Failure(
+            "%s cannot be read past offset %d, and records follow (a damaged record or "
+            "batch, not a cut write): opening it for writing would set the %s from there "
+            "on aside in %s, those records with them; nothing changed. semidbm verify "
+            "says more; semidbm compact --recover compacts the records before it"
+            % (args.database, found.tail_offset, _bytes(found.tail), kept)
+        )
     with db.open(args.database, "w") as database:
         data_path = database.path
         before = os.path.getsize(data_path)
@@ -493,7 +520,12 @@ def run_compact(args):
         % (args.database, human_bytes(before), human_bytes(after), human_bytes(before - after))
     )
     if damaged:
-        print("left out %s, whose checksums did not match" % quantity(damaged, "damaged record"))
+        print("left out %s, %s" % (
+            quantity(damaged, "damaged record"), "and its key" if damaged == 1 else "and their keys"
+        ))
+    if kept:
+        print("set aside %s that could not be read, from offset %d, in %s"
+              % (_bytes(found.tail), found.tail_offset, kept))
     return OK
 
 

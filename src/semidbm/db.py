@@ -28,7 +28,7 @@ from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from ._shared import SHARED_FLAGS, shared_class
-from .errors import DBMError, TornTailWarning
+from .errors import DBMError, DBMNotSyncedError, TornTailWarning
 from .format import (
     COMPACT_NAME,
     DATA_NAME,
@@ -57,11 +57,15 @@ implementation, _default_kernel = _kernel.choose()
 _FLAGS = ("r", "w", "c", "n") + SHARED_FLAGS
 #: dbm.gnu's letters that may follow a flag's first letter (:func:`_parse_flag`).
 _GNU_LETTERS = frozenset("fsu")
-#: What a writer opened with dbm.gnu's ``s`` syncs after: every operation that writes,
-#: which the others (``pop``, ``setdefault``, ``clear``, a batch's commit) go through.
+#: What a writer opened with dbm.gnu's ``s`` syncs after: every operation that writes.
+#: One that another calls (``pop``'s delete, ``update``'s sets) syncs once, at the end of
+#: the outer one (``_synced_class``).
 _SYNCED_WRITES = (
-    "__setitem__", "__delitem__", "update", "delete_many", "_commit_batch", "_commit_encoded"
+    "__setitem__", "__delitem__", "update", "delete_many", "_commit_batch", "_commit_encoded",
+    "pop", "popitem", "setdefault", "clear",
 )
+#: The ids of the databases each thread is inside a synced write of (``_synced_class``).
+_writing = threading.local()
 #: How long, in seconds, a shared writer waits for its turn by default.
 DEFAULT_LOCK_TIMEOUT = 10.0
 _classes: dict[ModuleType, type[Database]] = {}
@@ -155,9 +159,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if lock is not None:
                 lock.forget()
 
-    # Named where users meet it, not after this function: type(db) is semidbm.db.SemiDBM.
-    SemiDBM.__module__ = __name__
-    SemiDBM.__qualname__ = SemiDBM.__name__
+    _name(SemiDBM, kernel_name, shared=False, synced=False)
     # Concrete at run time: the kernel's Store provides what Database leaves abstract.
     _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
@@ -169,6 +171,7 @@ def _shared_class(kernel):
         return _shared_classes[kernel]
     except KeyError:
         shared = _shared_classes[kernel] = shared_class(database_class(kernel), _warn_of_torn_tail)
+        _name(shared, _kernel.name_of(kernel), shared=True, synced=False)
         return shared
 
 
@@ -176,16 +179,37 @@ def _synced_class(base):
     """``base`` (a db class) with each write durable before it returns: dbm.gnu's ``s``.
 
     Every operation of ``_SYNCED_WRITES`` runs :meth:`Database.sync` after
-    it; one that raises syncs nothing (what it wrote is made durable by
-    the next write, ``sync()`` or ``close()``). A shared writer's sync
-    takes a turn of its own, after the write's.
+    it, once: the writes it makes through others (``pop`` deletes,
+    ``update`` sets, on the pure-Python kernel) sync nothing of their
+    own. One that raises syncs nothing (what it wrote is made durable by
+    the next write, ``sync()`` or ``close()``). A sync that fails raises
+    DBMNotSyncedError: the change is made, and its result (``pop``'s
+    value) is the error's. A shared writer's sync takes a turn of its
+    own, after the write's.
     """
 
     def synced(method):
         @functools.wraps(method)
         def write_and_sync(self, *args, **kwds):
-            result = method(self, *args, **kwds)
-            self.sync()
+            inside = _writing.__dict__.setdefault("ids", set())
+            if id(self) in inside:
+                return method(self, *args, **kwds)
+            inside.add(id(self))
+            try:
+                result = method(self, *args, **kwds)
+            finally:
+                inside.discard(id(self))
+            try:
+                self.sync()
+            except DBMError as exc:
+                if exc.errno is None:  # no system call failed (a shared writer's turn)
+                    failure = DBMNotSyncedError(_messages.NOT_SYNCED % exc)
+                else:
+                    failure = DBMNotSyncedError(
+                        exc.errno, _messages.NOT_SYNCED % exc.strerror, exc.filename
+                    )
+                failure.result = result
+                raise failure from exc
             return result
 
         return write_and_sync
@@ -195,13 +219,7 @@ def _synced_class(base):
         return _reopen_synced, base.__reduce__(self)[1]
 
     members = {name: synced(getattr(base, name)) for name in _SYNCED_WRITES}
-    members.update(
-        __slots__=(),
-        __doc__=base.__doc__,
-        __module__=base.__module__,
-        __qualname__=base.__qualname__,
-        __reduce__=__reduce__,
-    )
+    members.update(__slots__=(), __doc__=base.__doc__, __reduce__=__reduce__)
     return type(base.__name__, (base,), members)
 
 
@@ -217,7 +235,46 @@ def _class_for(kernel, flag, synced):
         return _synced_classes[base]
     except KeyError:
         made = _synced_classes[base] = _synced_class(base)
+        _name(made, _kernel.name_of(kernel), shared=flag in SHARED_FLAGS, synced=True)
         return made
+
+
+#: What a db class's name says of a kernel other than the default one (``_class_name``).
+_KERNEL_WORDS = {"cython": "Compiled", "python": "Pure"}
+
+
+def _class_name(kernel_name, shared, synced):
+    """The name of the db class of ``kernel_name``'s writers, shared or not, synced or not.
+
+    ``SemiDBM`` for the default kernel's own, which most databases have;
+    the others say how they differ from it: ``SharedSemiDBM`` (flag
+    ``'wm'``), ``SyncedSemiDBM`` (dbm.gnu's ``s``), ``PureSemiDBM`` (the
+    pure-Python kernel where the compiled one is the default)...
+    """
+    kernel_word = "" if kernel_name == implementation else _KERNEL_WORDS[kernel_name]
+    return ("Synced" if synced else "") + ("Shared" if shared else "") + kernel_word + "SemiDBM"
+
+
+def _name(db_class, kernel_name, *, shared, synced):
+    """Name ``db_class`` where users meet it: ``type(db)`` is ``semidbm.db.SemiDBM``...
+
+    Not after the function that made it (``database_class.<locals>``):
+    each name is this module's (``__getattr__``), so that the class is
+    what its name says, and pickles by it.
+    """
+    db_class.__name__ = db_class.__qualname__ = _class_name(kernel_name, shared, synced)
+    db_class.__module__ = __name__
+
+
+if not TYPE_CHECKING:  # names made at run time: type checkers see them as semidbm.Database
+
+    def __getattr__(name):
+        """The db class called ``name`` (``_class_name``), made at its first use."""
+        for kernel_name in _kernel.MODULES:
+            for flag, synced in (("w", False), ("wm", False), ("w", True), ("wm", True)):
+                if _class_name(kernel_name, flag in SHARED_FLAGS, synced) == name:
+                    return _class_for(_kernel.load(kernel_name), flag, synced)
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def _parse_flag(flag):

@@ -27,6 +27,22 @@ class DBMChecksumError(DBMError):
     """A value whose CRC-32 does not match, found with ``verify_checksums``."""
 
 
+class DBMNotSyncedError(DBMError):
+    """A write that was made, but whose sync failed: dbm.gnu's flag letter ``s``.
+
+    A database opened with ``s`` syncs after every write; when that sync
+    fails (a full disk, an I/O error), the change is in the database all
+    the same: this handle and its readers see it, and a later
+    :meth:`~semidbm.Database.sync` or :meth:`~semidbm.Database.close`
+    writes out and syncs it again. ``result`` is what the write returned
+    before its sync failed: the value of ``pop``, the item of
+    ``popitem``, the value of ``setdefault``; None for the others.
+    """
+
+    #: What the write returned (``pop``'s value...), which its failed sync would lose.
+    result: object = None
+
+
 class TornTailWarning(RuntimeWarning):
     """An incomplete last record was found and left out of the database.
 

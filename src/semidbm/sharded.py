@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from . import _files, _messages, db
 from ._database import Database
+from ._progress import quantity
 from ._records import as_bytes, as_pair, encode_batch, key_list
 from ._shared import SHARED_FLAGS
 from .errors import DBMError
@@ -766,9 +767,23 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
     def compact(self, format: int | None = None, recover: bool = False) -> int:
         """Compact each shard in turn (:meth:`semidbm.Database.compact`); a failure stops there.
 
-        Returns how many damaged records ``recover`` left out, in all.
+        Returns how many damaged records ``recover`` left out, in all. A
+        shard's error is raised as it is if no shard was compacted before
+        it; else as an error of its class (its cause), whose message says
+        how many shards were compacted and how many damaged records they
+        left out, which would otherwise be lost with the return value.
         """
-        return sum(shard.compact(format=format, recover=recover) for shard in self._shards)
+        left_out = 0
+        for done, shard in enumerate(self._shards):
+            try:
+                left_out += shard.compact(format=format, recover=recover)
+            except DBMError as exc:
+                if not done:
+                    raise
+                raise type(exc)(_messages.SHARDS_COMPACTED % (
+                    exc, done, len(self._shards), quantity(left_out, "damaged record")
+                )) from exc
+        return left_out
 
     def refresh(self) -> None:
         """A reader's :meth:`~semidbm.Database.refresh` of every shard; then the first error."""
