@@ -623,7 +623,10 @@ cdef class Store:
         else:
             if not base_near_home(&self.index.base, key, key_size, hashed, &slot, &offset,
                                   &found_size):
-                slot = base_find(&self.index.base, key, key_size, hashed, &offset, &found_size)
+                slot = (base_find(&self.index.base, key, key_size, hashed, &offset, &found_size)
+                        if slot == MISSING else
+                        base_probe(&self.index.base, key, key_size, hashed, slot, &offset,
+                                   &found_size))
             if slot >= 0 and not base_is_shadowed(&self.index.base, slot):
                 if not self.verify:  # the record lies in the covered log, as base_find checked
                     return PyBytes_FromStringAndSize(
@@ -735,8 +738,11 @@ cdef class Store:
             if slot < 0 and self.index.base.table.capacity:
                 if not base_near_home(&self.index.base, borrowed.data, borrowed.size, hashed,
                                       &held, &found, &value_size):
-                    held = base_find(&self.index.base, borrowed.data, borrowed.size, hashed,
-                                     &found, &value_size)
+                    held = (base_find(&self.index.base, borrowed.data, borrowed.size, hashed,
+                                      &found, &value_size)
+                            if held == MISSING else
+                            base_probe(&self.index.base, borrowed.data, borrowed.size, hashed,
+                                       held, &found, &value_size))
                 if held == DAMAGED:
                     keys_drop(self)
                     slot = table_find(&self.index.table, borrowed.data, borrowed.size, hashed)

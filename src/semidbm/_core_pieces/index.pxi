@@ -149,12 +149,12 @@ cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
     """Whether the mapped ``slot`` points at a put record within the covered log whose key has
     the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index file")."""
     cdef uint64_t offset = base.table.slots[slot].offset
-    cdef const char* record
-    if not base_record_fits(base, offset):
+    cdef int32_t key_size, value_size
+    if not base_record_lengths(base, offset, &key_size, &value_size):
         return False
-    record = base.table.log.map + offset  # only once the offset is known to lie in the log
-    return hash_key(base.seed, record + LENGTHS_SIZE,
-                    <int32_t>load_be32(record)) == base.table.slots[slot].hash
+    # The record's bytes only once its offset and lengths are known to lie in the log.
+    return hash_key(base.seed, base.table.log.map + offset + LENGTHS_SIZE,
+                    key_size) == base.table.slots[slot].hash
 
 
 cdef inline bint base_enter_block(Base* base, size_t block) noexcept nogil:
@@ -171,10 +171,12 @@ cdef inline int base_slot_holds(const Base* base, size_t index, const char* key,
     check fails.
 
     A slot whose hash matches must be sound: its record lies within the
-    covered log (read once: the file may change under the map, and
-    lengths read again could be other than those checked), so no byte
-    outside it is read, and a slot pointing at another key's record, or
-    into a record, is caught (``base_slot_sound``).
+    covered log (its offset and lengths read once: the file may change
+    under the map, and what is read again could be other than what was
+    checked), so no byte outside it is read, and a slot pointing at
+    another key's record, or into a record, is caught: the key there
+    must be the one looked up or have the slot's hash (check 4 of
+    docs/FORMAT.md, "Trusting an index file").
     """
     cdef uint64_t found = base.table.slots[index].offset
     cdef int32_t key_size, found_size
@@ -183,12 +185,12 @@ cdef inline int base_slot_holds(const Base* base, size_t index, const char* key,
         return 0
     if not base_record_lengths(base, found, &key_size, &found_size):
         return DAMAGED
-    record = base.table.log.map + found
-    if key_size == size and memcmp(record + LENGTHS_SIZE, key, size) == 0:
+    record = base.table.log.map + found + LENGTHS_SIZE
+    if key_size == size and memcmp(record, key, size) == 0:
         offset[0] = found
         value_size[0] = found_size
         return 1
-    return 0 if base_slot_sound(base, index) else DAMAGED
+    return 0 if hash_key(base.seed, record, key_size) == hashed else DAMAGED
 
 
 cdef enum:
@@ -202,46 +204,60 @@ cdef inline bint base_near_home(const Base* base, const char* key, Py_ssize_t si
                                 int32_t* value_size) noexcept nogil:
     """Whether the ``NEAR_HOME`` slots from ``key``'s home, every block verified, tell what
     ``base_find`` would (in ``slot``: its slot, or MISSING): the usual lookup, inline in the
-    hot paths, which call ``base_find`` (too large to inline) when they do not. A slot whose
-    check fails does not: ``base_find`` tells it from another key's."""
+    hot paths. If not, ``slot`` is where ``base_probe`` goes on (every block is verified),
+    which is too large to inline; a slot whose check fails is left to it too, to tell it
+    from another key's. ``slot`` is MISSING, and False returned, if not every block is
+    verified: ``base_find`` starts from the home slot."""
     cdef size_t at
     cdef Py_ssize_t steps
     cdef int held
+    slot[0] = MISSING
     if not base.all_verified:
         return False
     at = home_slot(hashed, base.table.capacity)
     for steps in range(NEAR_HOME):
         if base.table.slots[at].offset == 0:
-            slot[0] = MISSING
             return True
         held = base_slot_holds(base, at, key, size, hashed, offset, value_size)
         if held:
             slot[0] = at
             return held == 1
         at = next_slot(at, base.table.capacity)
+    slot[0] = at
     return False
 
 
-cdef Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size, uint32_t hashed,
-                          uint64_t* offset, int32_t* value_size) noexcept nogil:
+cdef inline Py_ssize_t base_find(Base* base, const char* key, Py_ssize_t size, uint32_t hashed,
+                                 uint64_t* offset, int32_t* value_size) noexcept nogil:
     """The mapped slot of ``key``, MISSING, or DAMAGED if a check on the way fails.
 
     On a hit, ``offset`` and ``value_size`` are the record's, as checked
     (``base_slot_holds``): its value at ``offset + LENGTHS_SIZE + size``
-    may be read without another check. Each block the probe enters is
-    verified, and the probe ends, DAMAGED, once it has crossed into more
-    blocks than the table has, plus one (a table without an empty slot is
-    damaged): it visits each slot at most twice, and pays that test once
-    per block, not once per slot.
+    may be read without another check. The probe starts at the key's
+    home slot, whose block it verifies (``base_probe`` goes on).
     """
-    cdef size_t index, crossings = 0
-    cdef size_t blocks = (base.table.capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS
-    cdef int held
+    cdef size_t index
     if base.table.capacity == 0:
         return MISSING
     index = home_slot(hashed, base.table.capacity)
     if not base_enter_block(base, index // BLOCK_SLOTS):
         return DAMAGED
+    return base_probe(base, key, size, hashed, index, offset, value_size)
+
+
+cdef Py_ssize_t base_probe(Base* base, const char* key, Py_ssize_t size, uint32_t hashed,
+                           size_t index, uint64_t* offset, int32_t* value_size) noexcept nogil:
+    """``base_find`` from the slot ``index`` of a verified block on.
+
+    Each block the probe enters is verified, and the probe ends, DAMAGED,
+    at its crossing into a block that is one more than the table has
+    blocks (a table without an empty slot is damaged): it visits each
+    slot at most twice, and pays that test once per block, not once per
+    slot.
+    """
+    cdef size_t crossings = 0
+    cdef size_t blocks = (base.table.capacity + BLOCK_SLOTS - 1) // BLOCK_SLOTS
+    cdef int held
     while True:
         if base.table.slots[index].offset == 0:
             return MISSING
