@@ -1153,7 +1153,7 @@ def test_a_slot_pointing_where_no_record_of_its_key_is(copied, large, target, fi
     """Found by the first lookup of the key, or by one after every block was verified.
 
     The second kills the mutation that takes a slot whose check fails
-    for a hit in ``base_near_home`` (16 of these cases then read the
+    for a hit in ``base_near_home`` (9 of these cases then read the
     forged record: a wrong value), which the first alone does not.
     """
     key, offset = hostile_slot(large, target)
