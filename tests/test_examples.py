@@ -11,6 +11,10 @@ docs``).
 - Each block runs alone, in an empty directory of its own (its working
   directory): a block must make what it uses, as a reader starting from
   nothing would, so no block depends on another or on their order.
+- README.md's blocks also run all in order, in one directory
+  (``test_readme_top_to_bottom``), as a reader who follows it from the
+  top would run them: no block may break a later one (a database name
+  taken twice, a later command reporting on an earlier block's database).
 - ``python`` blocks run as a script with this interpreter.
 - ``sh`` blocks run as a script with ``bash -e -o pipefail``: a command
   that fails fails the block.
@@ -328,13 +332,33 @@ def test_block(block, kernel, tmp_path):
     run_block(block, tmp_path, kernel_name(kernel))
 
 
+def test_readme_top_to_bottom(kernel, tmp_path):
+    blocks = [
+        block
+        for block in BLOCKS
+        if block.document == "README.md" and block.skip_reason is None
+        and block.language in RUNNERS
+    ]
+    if not blocks:
+        pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
+    for block in blocks:
+        skip_unless_importable(block)
+    run_blocks(blocks, tmp_path, kernel_name(kernel))
+
+
 def run_block(block, tmp_path, kernel, seconds=BLOCK_SECONDS):
     """Run a block with its language's runner in a new directory under ``tmp_path``."""
+    run_blocks([block], tmp_path, kernel, seconds)
+
+
+def run_blocks(blocks, tmp_path, kernel, seconds=BLOCK_SECONDS):
+    """Run ``blocks`` in order, all in one new directory under ``tmp_path``, ``seconds`` each."""
     cwd = tmp_path / "scratch"
     cwd.mkdir()
-    RUNNERS[block.language](
-        block, tmp_path, cwd, block_environment(kernel), time.monotonic() + seconds
-    )
+    for block in blocks:
+        RUNNERS[block.language](
+            block, tmp_path, cwd, block_environment(kernel), time.monotonic() + seconds
+        )
 
 
 # --- the tests of these tests -------------------------------------------------
@@ -428,6 +452,15 @@ def test_a_block_that_runs_too_long_fails_and_is_killed(tmp_path):
     block = Block("sample", 1, "sh", "sleep 300 &\nsleep 300\n", "sample")
     with pytest.raises(pytest.fail.Exception, match="still running"):
         run_block(block, tmp_path, "cython", seconds=1)
+
+
+def test_blocks_run_in_order_share_their_directory(tmp_path):
+    first = Block("sample", 1, "python", "open('made', 'w').write('by the first')\n", "sample")
+    second = Block("sample", 5, "sh", 'test "$(cat made)" = "by the first"\n', "sample")
+    run_blocks([first, second], tmp_path, "cython")
+    (tmp_path / "again").mkdir()
+    with pytest.raises(AssertionError, match="exit status 1"):
+        run_blocks([second, first], tmp_path / "again", "cython")
 
 
 def test_blocks_run_on_the_kernel_under_test(kernel, tmp_path):
