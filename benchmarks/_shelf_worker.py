@@ -43,6 +43,7 @@ import sys
 from time import perf_counter
 
 import _pagecache
+import _worker
 from _worker import (
     DiskcacheStore,
     RocksdictStore,
@@ -74,7 +75,13 @@ LARGE_POOL = 32
 
 
 class ShelfContender:
-    """Opens shelves over one dbm module; subclasses name the module and its durability."""
+    """Opens shelves over one dbm module; subclasses name the module and its durability.
+
+    ``durability_note``, as in ``_worker.Contender``: how the durability
+    differs from semidbm's, for the terminal summary (None: it does not).
+    """
+
+    durability_note = None
 
     def open(self, path, flag):
         """Return a shelf on the db at ``path``, opened with dbm flag ``flag``."""
@@ -108,6 +115,7 @@ class Semidbm051(ShelfContender):
     """
 
     durability = "every write goes straight to the file; sync() and close() fsync"
+    durability_note = _worker.Semidbm051.durability_note
     implementation = "semidbm 0.5.1, pure Python"
     note = "its read-only db refuses the sync() that shelve's close() calls: reads close the db"
 
@@ -148,6 +156,7 @@ class Dumb(ShelfContender):
     """Shelve on ``dbm.dumb``, the fallback when no other dbm is there."""
 
     durability = "sync() and close() write the index file; no fsync"
+    durability_note = _worker.Dumb.durability_note
     implementation = "Python standard library, through shelve"
 
     def __init__(self):
@@ -224,6 +233,7 @@ class InMemoryDict(ShelfContender):
     """``shelve.Shelf`` over a plain dict: the reference in memory, nothing kept in a file."""
 
     durability = "memory only: nothing survives the process"
+    durability_note = _worker.InMemoryDict.durability_note
     implementation = "shelve over a built-in dict, the reference in memory (not a rival)"
 
     def __init__(self):

@@ -85,7 +85,10 @@ filesystem is named in the report, since fsync costs differ).
 
 Output: progress on stderr; on stdout, for each preset, a short aligned
 summary (how many times faster or slower semidbm is than each
-contender, per workload) and the path of the full report. The report of
+contender, per workload, the median with the least and greatest of the
+per-repetition ratios; a note on each contender that ran on fewer keys,
+timed something otherwise or differs in durability) and the path of the
+full report. The report of
 a preset, ``preset-X.md``, goes with one chart per workload
 (``preset-X-WORKLOAD.png``, drawn by ``benchmarks/_charts.py``) into a
 new directory ``results/bench/DATE-TIME/`` of the repository (ignored by
