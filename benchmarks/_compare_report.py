@@ -546,6 +546,28 @@ def chart_bars(results, workload):
     return bars
 
 
+def left_out(results, workload):
+    """The contenders without a bar in ``workload``'s chart, each with why: ``(name, why)``.
+
+    One that did not run gives its reason's first words ("missing",
+    "not run", "cannot"); a reopen on fewer keys than semidbm's has no
+    ratio (its db is smaller); otherwise the workload does not apply (a
+    dict has no file to read cold or reopen).
+    """
+    found = []
+    for name in results.preset.contenders:
+        if name == OURS or results.ratio(OURS, name, workload) is not None:
+            continue
+        if name not in results.runs:
+            why = results.missing_cell(name)
+        elif workload == "reopen" and name in results.fewer_keys():
+            why = "ran on fewer keys"
+        else:
+            why = "does not apply"
+        found.append((name, why))
+    return found
+
+
 def draw_charts(results, out_dir):
     """Write one ratio chart (PNG) per workload to ``out_dir``; return the Markdown showing them."""
     preset = results.preset
@@ -554,7 +576,9 @@ def draw_charts(results, out_dir):
         "## Charts",
         "",
         "One chart per workload: how many times faster (or slower) semidbm is than each "
-        "contender, the median of the per-repetition ratios, on a linear scale.",
+        "contender, the median of the per-repetition ratios, on a logarithmic scale centred "
+        "on 1x (equal speed): faster to the right, slower to the left. The contenders "
+        "without a bar are named under each chart.",
         "",
     ]
     for workload in workloads:
@@ -563,14 +587,19 @@ def draw_charts(results, out_dir):
             continue
         filename = "preset-%s-%s.png" % (preset.name, workload)
         what = "seconds to reopen" if workload == "reopen" else "operations per second"
+        missing = left_out(results, workload)
         _charts.ratio_chart(
             os.path.join(out_dir, filename),
             "Preset %s, %s: semidbm against each contender" % (preset.name, workload),
             bars,
-            "semidbm's speed / the contender's (x, from %s; linear)" % what,
+            "semidbm's speed / the contender's (from %s; logarithmic)" % what,
             times,
+            missing,
         )
         lines += ["![%s](%s)" % (workload, filename), ""]
+        if missing:
+            shown = ", ".join("%s (%s)" % (name, why) for name, why in missing)
+            lines += ["Not in this chart: %s." % shown, ""]
     return lines
 
 

@@ -223,6 +223,33 @@ def test_a_contender_on_fewer_keys_is_named_and_its_reopen_has_no_ratio():
     assert any("the ratio of one repetition" in line for line in lines)
     assert compare_report.chart_bars(got, "w") == [("diskcache (100 keys)", 10)]
     assert compare_report.chart_bars(got, "reopen") == []
+    assert compare_report.left_out(got, "w") == []
+    assert compare_report.left_out(got, "reopen") == [("diskcache", "ran on fewer keys")]
+
+
+def test_a_chart_names_each_contender_it_leaves_out_with_why():
+    got = classic_results(
+        {"semidbm": [classic_run(40, 0.01, 100)], "dict": [classic_run(80, None, 100)]},
+        absent={"dbm.gnu": "missing: No module named '_gdbm'"},
+    )
+    assert compare_report.left_out(got, "w") == [("dbm.gnu", "missing")]
+    assert compare_report.left_out(got, "reopen") == [
+        ("dict", "does not apply"),
+        ("dbm.gnu", "missing"),
+    ]
+
+
+def test_chart_ticks_are_fewer_the_more_decades_a_side_spans():
+    charts = benchmark_scripts.load("_charts")
+    assert charts.ticks(1.4) == [1, 2]
+    assert charts.ticks(7) == [1, 2, 5, 10]
+    assert charts.ticks(60) == [1, 3, 10, 30, 100]
+    assert charts.ticks(40943) == [1, 10, 100, 1000, 10000, 100000]
+    assert [charts.tick_label(r) for r in (0.01, 1, 1000)] == [
+        "100x\nslower",
+        "1x\nequal",
+        "1,000x\nfaster",
+    ]
 
 
 @pytest.mark.parametrize("preset", ["small", "c"])
