@@ -5,11 +5,12 @@ and repetition::
 
     python benchmarks/_shelf_worker.py CONTENDER --preset c|d --dir TMPDIR --seed S [--quick]
 
-Every contender but sqlitedict, diskcache and rocksdict is a
-``shelve.Shelf`` over a dbm object, as shelve's users write it:
-``shelve.Shelf(semidbm.open(path, "c"))``; those three pickle values
-themselves and are used as their own mappings (``SqliteDict``,
-``diskcache.Index``, ``rocksdict.Rdict``), each with its own way to
+Every contender but sqlitedict, diskcache, rocksdict and zerodep's
+persistdict is a ``shelve.Shelf`` over a dbm object, as shelve's users
+write it: ``shelve.Shelf(semidbm.open(path, "c"))``; those serialize
+values themselves (persistdict as JSON, the others with pickle) and are
+used as their own mappings (``SqliteDict``, ``diskcache.Index``,
+``rocksdict.Rdict``, ``persistdict.open``), each with its own way to
 sync (see their classes). dbm.sqlite3 runs on a Python 3.13 of its own.
 Each timed pass opens the shelf, does its work and closes it: that is
 how a shelf is used, and where each contender flushes.
@@ -229,6 +230,72 @@ class Sqlite3Dbm(Sqlite3Store, ShelfContender):
         self.implementation += ", through shelve"
 
 
+class PersistDict(ShelfContender):
+    """zerodep's persistdict: a mapping over one of its backends, which stores values as JSON.
+
+    Opened as its users open it, ``persistdict.open(path, backend=NAME)``,
+    everything else at its defaults (a lock around each call, the JSON
+    serializer); it has no read-only mode, so the flag is not passed.
+    ``sync`` is its ``flush()``. The values of preset c (dicts of str,
+    int, float and list) are JSON's own; preset d's bytes are not, so
+    it runs in preset c only.
+
+    zerodep on PyPI is a command, not the modules: ``zerodep add
+    persistdict`` copies ``persistdict.py`` from zerodep's repository into
+    a folder, which must be on ``PYTHONPATH`` for this worker to import it.
+    """
+
+    def __init__(self, backend):
+        try:
+            import persistdict
+        except ImportError as error:
+            raise ImportError(
+                "%s (PyPI's zerodep holds only the command that copies it from zerodep's "
+                "repository: zerodep add persistdict -d DIR, then PYTHONPATH=DIR)" % error
+            ) from error
+        if not hasattr(persistdict, "JsonFileBackend"):
+            raise ImportError(
+                "the module persistdict found is not zerodep's (PyPI's persistdict is another "
+                "project): %s" % persistdict.__file__
+            )
+        self.module = persistdict
+        self.backend = backend
+        self.implementation = "zerodep persistdict, %s backend, values as JSON" % backend
+
+    def open(self, path, flag):
+        return self.module.open(path, backend=self.backend)
+
+    def sync(self, shelf):
+        shelf.flush()
+
+
+class PersistDictJson(PersistDict):
+    """persistdict's JSON file backend: the whole mapping in memory, written out whole."""
+
+    durability = (
+        "held in memory: flush() and close() write the whole file anew (a temporary file "
+        "renamed over it), with no fsync; close() rewrites it after reads too"
+    )
+    durability_note = (
+        "writes only at flush() or close(), the whole file, never fsynced: a killed process "
+        "loses every write since"
+    )
+
+    def __init__(self):
+        super().__init__("json")
+
+
+class PersistDictSqlite(PersistDict):
+    """persistdict's SQLite backend: each set committed at once, in WAL mode."""
+
+    durability = Sqlite3Store.durability
+    durability_note = Sqlite3Store.durability_note
+
+    def __init__(self):
+        super().__init__("sqlite")
+        self.implementation += ", SQLite %s" % sqlite_version()
+
+
 class InMemoryDict(ShelfContender):
     """``shelve.Shelf`` over a plain dict: the reference in memory, nothing kept in a file."""
 
@@ -259,6 +326,8 @@ CONTENDERS = {
     "diskcache": Diskcache,
     "rocksdict": Rocksdict,
     "dbm.sqlite3": Sqlite3Dbm,
+    "persistdict-json": PersistDictJson,
+    "persistdict-sqlite": PersistDictSqlite,
     "dict": InMemoryDict,
 }
 

@@ -56,6 +56,13 @@ The contenders:
   (the bench session makes a virtual environment of pyenv's 3.13,
   ``.venv-sqlite3``); without one, the report says it was not run and why;
 - ``sqlitedict`` (presets c and d): a shelf-like mapping over SQLite;
+- ``persistdict-json`` and ``persistdict-sqlite`` (preset c): zerodep's
+  persistdict, a mapping that stores values as JSON, over its JSON file
+  backend and its SQLite backend (the contenders of the benchmark that
+  preset c reproduces; preset d's bytes are no JSON). PyPI's zerodep is
+  only the command that copies the module from zerodep's repository
+  (``zerodep add persistdict -d DIR``): with DIR on ``PYTHONPATH`` they
+  run, without it the report says they are missing and why;
 - ``dict``: the reference in memory, not a rival: it keeps nothing in a
   file (a ``shelve.Shelf`` over a dict in preset c; not in d, where it
   would only measure 5 GB of memory).

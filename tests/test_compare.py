@@ -264,6 +264,91 @@ def test_the_workers_report_how_a_contenders_durability_differs(preset):
     assert compare.run_worker(chosen, "semidbm-python", settings, seed=0)["durability_note"] is None
 
 
+#: A stand-in for zerodep's persistdict (which PyPI's zerodep does not ship):
+#: its ``open(path, backend=...)``, a mapping of JSON values with ``flush()``
+#: and ``close()``, and the backend class by whose name the worker knows it.
+PERSISTDICT_STAND_IN = """
+import collections.abc
+import io
+import json
+import os
+
+
+class JsonFileBackend:
+    pass
+
+
+class PersistDict(collections.abc.MutableMapping):
+    def __init__(self, path):
+        self.path = path
+        self.data = {}
+        if os.path.exists(path):
+            with io.open(path) as stored:
+                self.data = json.load(stored)
+
+    def __getitem__(self, key):
+        return json.loads(self.data[key])
+
+    def __setitem__(self, key, value):
+        self.data[key] = json.dumps(value)
+
+    def __delitem__(self, key):
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(list(self.data))
+
+    def __len__(self):
+        return len(self.data)
+
+    def flush(self):
+        with io.open(self.path, "w") as stored:
+            json.dump(self.data, stored)
+
+    def close(self):
+        self.flush()
+
+
+def open(path, *, backend="auto"):
+    assert backend in ("json", "sqlite"), backend
+    return PersistDict(path)
+"""
+
+
+def preset_c_quick():
+    """Preset c and its settings under ``--quick``."""
+    chosen = compare.PRESETS["c"]
+    return chosen, compare.preset_settings(chosen, compare.parse_arguments(["--quick"]))
+
+
+@pytest.mark.parametrize("name", ["persistdict-json", "persistdict-sqlite"])
+def test_persistdict_runs_preset_c_from_the_folder_it_was_copied_to(name, monkeypatch, tmp_path):
+    (tmp_path / "persistdict.py").write_text(PERSISTDICT_STAND_IN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path), prepend=os.pathsep)
+    chosen, settings = preset_c_quick()
+    result = compare.run_worker(chosen, name, settings, seed=0)
+    assert set(result["ops_per_sec"]) == set(chosen.workloads)
+    backend = name.split("-")[1]
+    assert result["implementation"].startswith("zerodep persistdict, %s backend" % backend)
+    assert "fsync" in result["durability_note"]
+
+
+def test_persistdict_missing_is_reported_with_how_to_get_it(monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    chosen, settings = preset_c_quick()
+    reason = compare.run_worker(chosen, "persistdict-sqlite", settings, seed=0)["missing"]
+    assert reason.startswith("missing: No module named 'persistdict'")
+    assert "zerodep add persistdict" in reason
+
+
+def test_a_persistdict_that_is_not_zerodeps_is_refused(monkeypatch, tmp_path):
+    (tmp_path / "persistdict.py").write_text("PersistentDict = dict\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    chosen, settings = preset_c_quick()
+    reason = compare.run_worker(chosen, "persistdict-json", settings, seed=0)["missing"]
+    assert "is not zerodep's" in reason
+
+
 def test_slow_contenders_run_on_their_key_limit_unless_all_keys():
     preset = compare.PRESETS["small"]
     settings = argparse.Namespace(keys=100_000, all_keys=False, quick=False)
