@@ -15,6 +15,11 @@ docs``).
   (``test_readme_top_to_bottom``), as a reader who follows it from the
   top would run them: no block may break a later one (a database name
   taken twice, a later command reporting on an earlier block's database).
+- README.md's install commands (``pip install .``) build and install,
+  which no test of the suite does: the packaging session runs them in a
+  fresh environment, then README's version check on what they installed
+  (scripts/check_packaging.py, ``readme_install``); the tests here check
+  that it finds them, and that the version README shows is this one.
 - ``python`` blocks run as a script with this interpreter.
 - ``sh`` blocks run as a script with ``bash -e -o pipefail``: a command
   that fails fails the block.
@@ -61,7 +66,10 @@ from pathlib import Path
 
 import pytest
 
+import semidbm
+
 from .conftest import kernel_name
+from .support import benchmark_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -501,3 +509,31 @@ def test_a_block_leaves_no_process_running(tmp_path):
             break
         time.sleep(0.1)
     assert not running(pid), "the block's background process %d outlived it" % pid
+
+
+# --- README's install instructions, which the packaging session runs ----------
+
+
+def packaging_check():
+    """scripts/check_packaging.py as a module; skips where there is no scripts/ (an sdist)."""
+    if not (benchmark_scripts.SCRIPTS / "check_packaging.py").is_file():
+        pytest.skip("no scripts/ beside the tests (not a checkout)")
+    return benchmark_scripts.load("check_packaging", folder=benchmark_scripts.SCRIPTS)
+
+
+def test_the_packaging_session_runs_readmes_install_commands_and_its_version_check():
+    if not (ROOT / "README.md").is_file():
+        pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
+    packaging = packaging_check()
+    commands, transcript = packaging.readme_install((ROOT / "README.md").read_text())
+    assert commands == ["pip install ."]
+    # The version it shows is this one: what the install is checked against.
+    assert transcript == [('python -c "import semidbm; print(semidbm.__version__)"',
+                           semidbm.__version__)]
+
+
+def test_install_instructions_without_the_packaging_mark_are_refused():
+    packaging = packaging_check()
+    readme = "## Install\n\n```sh\npip install .\n```\n\n## Use\n"
+    with pytest.raises(packaging.Failure, match="no checked commands"):
+        packaging.readme_install(readme)
