@@ -31,6 +31,10 @@ LABEL_ROOM = 0.4
 #: 1x, 2x, 5x, 10x on one decade; 1x, 3x, 10x... on two; powers of ten past.
 TICK_STEPS = [(1, (1, 2, 5)), (2, (1, 3))]
 
+#: Past two decades, at most this many ticks beyond 1x on a side: every
+#: power of ten up to 1,000x, then every other one (1x, 100x, 10,000x...).
+MOST_DECADE_TICKS = 3
+
 #: The widest line of the note that names what is left out, in characters.
 NOTE_WIDTH = 90
 
@@ -38,11 +42,16 @@ NOTE_WIDTH = 90
 def ticks(extent):
     """The ratios at or above 1 that get a tick on an axis reaching ``extent``.
 
-    As TICK_STEPS has them for that many decades, so that the labels
-    do not crowd; the last one is the first at or past ``extent``.
+    As TICK_STEPS has them for that many decades, past them powers of
+    ten (MOST_DECADE_TICKS), so that the labels do not crowd; the last
+    one is the first at or past ``extent``.
     """
     decades = math.log10(extent)
-    steps = next((steps for most, steps in TICK_STEPS if decades <= most), (1,))
+    steps = next((steps for most, steps in TICK_STEPS if decades <= most), None)
+    if steps is None:
+        stride = math.ceil(decades / MOST_DECADE_TICKS)
+        count = math.ceil(decades / stride)
+        return [10 ** (stride * number) for number in range(count + 1)]
     found = []
     decade = 1
     while True:

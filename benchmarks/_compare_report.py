@@ -698,7 +698,7 @@ def summary(results, settings, report_path):
             lines += textwrap.wrap(
                 note, SUMMARY_WIDTH, initial_indent="  ", subsequent_indent="    "
             )
-        lines.append("")
+        lines += [""] if notes else []
     for note in notes:
         lines += textwrap.wrap(note, SUMMARY_WIDTH, subsequent_indent="  ")
     lines += ["", "Full report: %s" % from_top(report_path)]

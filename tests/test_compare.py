@@ -244,7 +244,8 @@ def test_chart_ticks_are_fewer_the_more_decades_a_side_spans():
     assert charts.ticks(1.4) == [1, 2]
     assert charts.ticks(7) == [1, 2, 5, 10]
     assert charts.ticks(60) == [1, 3, 10, 30, 100]
-    assert charts.ticks(40943) == [1, 10, 100, 1000, 10000, 100000]
+    assert charts.ticks(1000) == [1, 10, 100, 1000]
+    assert charts.ticks(40943) == [1, 100, 10000, 1000000]
     assert [charts.tick_label(r) for r in (0.01, 1, 1000)] == [
         "100x\nslower",
         "1x\nequal",
