@@ -31,6 +31,7 @@ from _report import (
     significant,
     spread_cell,
     times,
+    times_with_range,
     verdict,
 )
 
@@ -42,6 +43,12 @@ OURS = "semidbm"
 
 #: The widest line of the terminal summary, in characters.
 SUMMARY_WIDTH = 100
+
+#: What the summary's notes on each contender (``contender_notes``) set it against.
+NOT_LIKE_FOR_LIKE = (
+    "Not like for like (semidbm's writes are durable once sync() or close() returns; a killed "
+    "process loses what it had not written out):"
+)
 
 
 class Results:
@@ -539,6 +546,28 @@ def chart_bars(results, workload):
     return bars
 
 
+def left_out(results, workload):
+    """The contenders without a bar in ``workload``'s chart, each with why: ``(name, why)``.
+
+    One that did not run gives its reason's first words ("missing",
+    "not run", "cannot"); a reopen on fewer keys than semidbm's has no
+    ratio (its db is smaller); otherwise the workload does not apply (a
+    dict has no file to read cold or reopen).
+    """
+    found = []
+    for name in results.preset.contenders:
+        if name == OURS or results.ratio(OURS, name, workload) is not None:
+            continue
+        if name not in results.runs:
+            why = results.missing_cell(name)
+        elif workload == "reopen" and name in results.fewer_keys():
+            why = "ran on fewer keys"
+        else:
+            why = "does not apply"
+        found.append((name, why))
+    return found
+
+
 def draw_charts(results, out_dir):
     """Write one ratio chart (PNG) per workload to ``out_dir``; return the Markdown showing them."""
     preset = results.preset
@@ -547,7 +576,9 @@ def draw_charts(results, out_dir):
         "## Charts",
         "",
         "One chart per workload: how many times faster (or slower) semidbm is than each "
-        "contender, the median of the per-repetition ratios, on a linear scale.",
+        "contender, the median of the per-repetition ratios, on a logarithmic scale centred "
+        "on 1x (equal speed): faster to the right, slower to the left. The contenders "
+        "without a bar are named under each chart.",
         "",
     ]
     for workload in workloads:
@@ -556,14 +587,19 @@ def draw_charts(results, out_dir):
             continue
         filename = "preset-%s-%s.png" % (preset.name, workload)
         what = "seconds to reopen" if workload == "reopen" else "operations per second"
+        missing = left_out(results, workload)
         _charts.ratio_chart(
             os.path.join(out_dir, filename),
             "Preset %s, %s: semidbm against each contender" % (preset.name, workload),
             bars,
-            "semidbm's speed / the contender's (x, from %s; linear)" % what,
+            "semidbm's speed / the contender's (from %s; logarithmic)" % what,
             times,
+            missing,
         )
         lines += ["![%s](%s)" % (workload, filename), ""]
+        if missing:
+            shown = ", ".join("%s (%s)" % (name, why) for name, why in missing)
+            lines += ["Not in this chart: %s." % shown, ""]
     return lines
 
 
@@ -581,6 +617,31 @@ def report(results, settings, source_at_start, out_dir):
     lines += notes_section(results)
     lines += draw_charts(results, out_dir)
     return "\n".join(lines)
+
+
+def contender_notes(results):
+    """The summary's notes: one for each contender whose figures are not like semidbm's.
+
+    Each names what differs: fewer keys, what its worker measured
+    otherwise (its notes: dbm.dumb's deletes over 100 keys), and its
+    durability (the worker's ``durability_note``).
+    """
+    fewer = results.fewer_keys()
+    most = max([results.keys(name) or 0 for name in results.runs], default=0)
+    notes = []
+    for name in results.preset.contenders:
+        if name == OURS or name not in results.runs:
+            continue
+        runs = results.runs[name]
+        parts = []
+        if name in fewer:
+            parts.append("on %s keys, not %s" % (format_number(fewer[name]), format_number(most)))
+        parts += dict.fromkeys(note for run in runs for note in run["notes"])
+        if runs[0].get("durability_note"):
+            parts.append(runs[0]["durability_note"])
+        if parts:
+            notes.append("%s: %s." % (name, "; ".join(parts)))
+    return notes
 
 
 def summary(results, settings, report_path):
@@ -611,29 +672,33 @@ def summary(results, settings, report_path):
             ratios += " of %s per second. n/a: the workload does not apply" % (
                 "operations" if preset.name == "e" else "items"
             )
+        if settings.repeat > 1:
+            ratios += (
+                "; in brackets, the least and the greatest of them (for \"slower\", how many "
+                "times slower)"
+            )
         prose.append(
             "How many times faster or slower semidbm is than each contender: %s." % ratios
         )
         rows = []
         for workload in workloads:
-            cells = [results.ratio(OURS, name, workload) for name in others]
-            rows.append([workload] + ["n/a" if c is None else times(c) for c in cells])
+            cells = [results.ratios(OURS, name, workload) for name in others]
+            rows.append([workload] + ["n/a" if c is None else times_with_range(c) for c in cells])
         table = aligned_blocks(["workload"] + others, rows, SUMMARY_WIDTH)
-    notes = []
-    if "dict" in others:
-        notes.append("dict: the reference in memory, not a rival; it keeps nothing in a file.")
-    fewer = results.fewer_keys()
-    if fewer:
-        notes.append(
-            "Slow contenders ran on fewer keys: %s."
-            % ", ".join("%s %s" % (name, format_number(count)) for name, count in fewer.items())
-        )
-    notes += own_summary(results)
+    differences = contender_notes(results)
+    notes = own_summary(results)
     notes += ["%s %s." % (name, results.absent[name]) for name in results.absent if name != OURS]
     lines = [""]
     for paragraph in prose:
         lines += textwrap.wrap(paragraph, SUMMARY_WIDTH)
     lines += [""] + table + ([""] if table else [])
+    if differences:
+        lines += textwrap.wrap(NOT_LIKE_FOR_LIKE, SUMMARY_WIDTH)
+        for note in differences:
+            lines += textwrap.wrap(
+                note, SUMMARY_WIDTH, initial_indent="  ", subsequent_indent="    "
+            )
+        lines += [""] if notes else []
     for note in notes:
         lines += textwrap.wrap(note, SUMMARY_WIDTH, subsequent_indent="  ")
     lines += ["", "Full report: %s" % from_top(report_path)]

@@ -41,6 +41,14 @@ SHELF_CONTENDERS = [
     "dict",
 ]
 
+#: Preset c's: the shelf contenders and zerodep's persistdict, whose JSON
+#: values hold preset c's dicts but not preset d's bytes.
+SMALL_SHELF_CONTENDERS = [name for name in SHELF_CONTENDERS if name != "dict"] + [
+    "persistdict-json",
+    "persistdict-sqlite",
+    "dict",
+]
+
 #: Preset e: the stores several processes can write, then those that cannot.
 PROCESS_CONTENDERS = [
     "semidbm",
@@ -211,7 +219,7 @@ PRESETS = {
         "c",
         "shelves of small objects",
         "_shelf_worker.py",
-        SHELF_CONTENDERS,
+        SMALL_SHELF_CONTENDERS,
         SHELF_SMALL,
         [(row, other, 1) for row in SHELF_SMALL for other in ("dbm.gnu", "sqlitedict")],
         strict=True,

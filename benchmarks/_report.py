@@ -97,6 +97,23 @@ def times(ratio):
     return "%sx slower" % significant(1 / ratio)
 
 
+def times_with_range(ratios):
+    """``times`` of the median of the per-repetition ``ratios``, then their least and greatest.
+
+    The range is in the median's sense: for "slower", how many times
+    slower each repetition was, so ``1.30x slower (1.10-1.60)``; one
+    repetition has no range to give.
+    """
+    median = statistics.median(ratios)
+    cell = times(median)
+    if len(ratios) > 1:
+        low, high = min(ratios), max(ratios)
+        if median < 1:
+            low, high = 1 / high, 1 / low
+        cell += " (%s-%s)" % (significant(low), significant(high))
+    return cell
+
+
 def verdict(met):
     """The "met" cell of a target: yes, or a bold no."""
     return "yes" if met else "**no**"

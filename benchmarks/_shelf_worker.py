@@ -5,11 +5,12 @@ and repetition::
 
     python benchmarks/_shelf_worker.py CONTENDER --preset c|d --dir TMPDIR --seed S [--quick]
 
-Every contender but sqlitedict, diskcache and rocksdict is a
-``shelve.Shelf`` over a dbm object, as shelve's users write it:
-``shelve.Shelf(semidbm.open(path, "c"))``; those three pickle values
-themselves and are used as their own mappings (``SqliteDict``,
-``diskcache.Index``, ``rocksdict.Rdict``), each with its own way to
+Every contender but sqlitedict, diskcache, rocksdict and zerodep's
+persistdict is a ``shelve.Shelf`` over a dbm object, as shelve's users
+write it: ``shelve.Shelf(semidbm.open(path, "c"))``; those serialize
+values themselves (persistdict as JSON, the others with pickle) and are
+used as their own mappings (``SqliteDict``, ``diskcache.Index``,
+``rocksdict.Rdict``, ``persistdict.open``), each with its own way to
 sync (see their classes). dbm.sqlite3 runs on a Python 3.13 of its own.
 Each timed pass opens the shelf, does its work and closes it: that is
 how a shelf is used, and where each contender flushes.
@@ -43,6 +44,7 @@ import sys
 from time import perf_counter
 
 import _pagecache
+import _worker
 from _worker import (
     DiskcacheStore,
     RocksdictStore,
@@ -74,7 +76,13 @@ LARGE_POOL = 32
 
 
 class ShelfContender:
-    """Opens shelves over one dbm module; subclasses name the module and its durability."""
+    """Opens shelves over one dbm module; subclasses name the module and its durability.
+
+    ``durability_note``, as in ``_worker.Contender``: how the durability
+    differs from semidbm's, for the terminal summary (None: it does not).
+    """
+
+    durability_note = None
 
     def open(self, path, flag):
         """Return a shelf on the db at ``path``, opened with dbm flag ``flag``."""
@@ -108,6 +116,7 @@ class Semidbm051(ShelfContender):
     """
 
     durability = "every write goes straight to the file; sync() and close() fsync"
+    durability_note = _worker.Semidbm051.durability_note
     implementation = "semidbm 0.5.1, pure Python"
     note = "its read-only db refuses the sync() that shelve's close() calls: reads close the db"
 
@@ -148,6 +157,7 @@ class Dumb(ShelfContender):
     """Shelve on ``dbm.dumb``, the fallback when no other dbm is there."""
 
     durability = "sync() and close() write the index file; no fsync"
+    durability_note = _worker.Dumb.durability_note
     implementation = "Python standard library, through shelve"
 
     def __init__(self):
@@ -220,10 +230,77 @@ class Sqlite3Dbm(Sqlite3Store, ShelfContender):
         self.implementation += ", through shelve"
 
 
+class PersistDict(ShelfContender):
+    """zerodep's persistdict: a mapping over one of its backends, which stores values as JSON.
+
+    Opened as its users open it, ``persistdict.open(path, backend=NAME)``,
+    everything else at its defaults (a lock around each call, the JSON
+    serializer); it has no read-only mode, so the flag is not passed.
+    ``sync`` is its ``flush()``. The values of preset c (dicts of str,
+    int, float and list) are JSON's own; preset d's bytes are not, so
+    it runs in preset c only.
+
+    zerodep on PyPI is a command, not the modules: ``zerodep add
+    persistdict`` copies ``persistdict.py`` from zerodep's repository into
+    a folder, which must be on ``PYTHONPATH`` for this worker to import it.
+    """
+
+    def __init__(self, backend):
+        try:
+            import persistdict
+        except ImportError as error:
+            raise ImportError(
+                "%s (PyPI's zerodep holds only the command that copies it from zerodep's "
+                "repository: zerodep add persistdict -d DIR, then PYTHONPATH=DIR)" % error
+            ) from error
+        if not hasattr(persistdict, "JsonFileBackend"):
+            raise ImportError(
+                "the module persistdict found is not zerodep's (PyPI's persistdict is another "
+                "project): %s" % persistdict.__file__
+            )
+        self.module = persistdict
+        self.backend = backend
+        self.implementation = "zerodep persistdict, %s backend, values as JSON" % backend
+
+    def open(self, path, flag):
+        return self.module.open(path, backend=self.backend)
+
+    def sync(self, shelf):
+        shelf.flush()
+
+
+class PersistDictJson(PersistDict):
+    """persistdict's JSON file backend: the whole mapping in memory, written out whole."""
+
+    durability = (
+        "held in memory: flush() and close() write the whole file anew (a temporary file "
+        "renamed over it), with no fsync; close() rewrites it after reads too"
+    )
+    durability_note = (
+        "writes only at flush() or close(), the whole file, never fsynced: a killed process "
+        "loses every write since"
+    )
+
+    def __init__(self):
+        super().__init__("json")
+
+
+class PersistDictSqlite(PersistDict):
+    """persistdict's SQLite backend: each set committed at once, in WAL mode."""
+
+    durability = Sqlite3Store.durability
+    durability_note = Sqlite3Store.durability_note
+
+    def __init__(self):
+        super().__init__("sqlite")
+        self.implementation += ", SQLite %s" % sqlite_version()
+
+
 class InMemoryDict(ShelfContender):
     """``shelve.Shelf`` over a plain dict: the reference in memory, nothing kept in a file."""
 
     durability = "memory only: nothing survives the process"
+    durability_note = _worker.InMemoryDict.durability_note
     implementation = "shelve over a built-in dict, the reference in memory (not a rival)"
 
     def __init__(self):
@@ -249,6 +326,8 @@ CONTENDERS = {
     "diskcache": Diskcache,
     "rocksdict": Rocksdict,
     "dbm.sqlite3": Sqlite3Dbm,
+    "persistdict-json": PersistDictJson,
+    "persistdict-sqlite": PersistDictSqlite,
     "dict": InMemoryDict,
 }
 

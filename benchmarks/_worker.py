@@ -108,6 +108,11 @@ class Contender:
     #: What this contender measures differently, for the report (None: nothing).
     note = None
 
+    #: How its durability differs from semidbm's (whose writes are durable once
+    #: sync() or close() returns), in a few words for the terminal summary;
+    #: None where it does not.
+    durability_note = None
+
     def open(self, path, flag):
         """Open the db at ``path`` with a dbm flag ("n", "r" or "w")."""
         return self.module.open(path, flag)
@@ -213,12 +218,17 @@ def package_version(name):
 
 
 def describe(name, contender):
-    """The start of a worker's JSON result: what ran, on which Python, how durably."""
+    """The start of a worker's JSON result: what ran, on which Python, how durably.
+
+    ``durability_note`` is the contender's own, if its class has one (the
+    classic and shelf workers' contenders do), else None.
+    """
     return {
         "contender": name,
         "implementation": contender.implementation,
         "python": "%s %s" % (platform.python_implementation(), platform.python_version()),
         "durability": contender.durability,
+        "durability_note": getattr(contender, "durability_note", None),
     }
 
 
@@ -237,6 +247,9 @@ class Semidbm051(Contender):
 
     durability = "every write goes straight to the file; close() fsyncs"
     implementation = "semidbm 0.5.1, pure Python"
+    durability_note = (
+        "unbuffered: each write reaches the file at once (a killed process loses none)"
+    )
 
     def __init__(self):
         self.module = import_semidbm_051()
@@ -273,6 +286,7 @@ class Dumb(Contender):
 
     durability = "close() writes the index file; no fsync"
     implementation = "Python standard library"
+    durability_note = "never fsyncs: a power loss may lose what close() wrote"
     max_deletes = 100
 
     def __init__(self):
@@ -394,6 +408,9 @@ class DiskcacheStore:
         "default): no fsync per commit, only at WAL checkpoints, so a power loss may lose the "
         "last commits; values of 32 KiB and more go to files of their own, never fsynced"
     )
+    durability_note = (
+        "each set its own commit (a killed process loses none), fsynced only at checkpoints"
+    )
 
     def __init__(self):
         import diskcache
@@ -435,6 +452,7 @@ class RocksdictStore:
         "sync=False, the default), so a process crash loses nothing but a power loss may "
         "lose the last writes"
     )
+    durability_note = "each set reaches its write-ahead log at once (a killed process loses none)"
 
     def __init__(self):
         import rocksdict
@@ -489,6 +507,7 @@ class Sqlite3Store:
         "each set and delete is its own SQLite transaction in WAL mode at SQLite's default "
         "synchronous=FULL: every commit fsyncs the write-ahead log"
     )
+    durability_note = "each set and delete is a commit that fsyncs: durable when it returns"
 
     def __init__(self):
         import dbm.sqlite3
@@ -510,6 +529,7 @@ class InMemoryDict(Contender):
 
     durability = "memory only: nothing survives the process"
     implementation = "built-in dict, the reference in memory (not a rival)"
+    durability_note = "the reference in memory, not a rival: it keeps nothing in a file"
 
     def __init__(self):
         self.dicts = {}

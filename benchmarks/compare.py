@@ -56,6 +56,13 @@ The contenders:
   (the bench session makes a virtual environment of pyenv's 3.13,
   ``.venv-sqlite3``); without one, the report says it was not run and why;
 - ``sqlitedict`` (presets c and d): a shelf-like mapping over SQLite;
+- ``persistdict-json`` and ``persistdict-sqlite`` (preset c): zerodep's
+  persistdict, a mapping that stores values as JSON, over its JSON file
+  backend and its SQLite backend (the contenders of the benchmark that
+  preset c reproduces; preset d's bytes are no JSON). PyPI's zerodep is
+  only the command that copies the module from zerodep's repository
+  (``zerodep add persistdict -d DIR``): with DIR on ``PYTHONPATH`` they
+  run, without it the report says they are missing and why;
 - ``dict``: the reference in memory, not a rival: it keeps nothing in a
   file (a ``shelve.Shelf`` over a dict in preset c; not in d, where it
   would only measure 5 GB of memory).
@@ -85,7 +92,10 @@ filesystem is named in the report, since fsync costs differ).
 
 Output: progress on stderr; on stdout, for each preset, a short aligned
 summary (how many times faster or slower semidbm is than each
-contender, per workload) and the path of the full report. The report of
+contender, per workload, the median with the least and greatest of the
+per-repetition ratios; a note on each contender that ran on fewer keys,
+timed something otherwise or differs in durability) and the path of the
+full report. The report of
 a preset, ``preset-X.md``, goes with one chart per workload
 (``preset-X-WORKLOAD.png``, drawn by ``benchmarks/_charts.py``) into a
 new directory ``results/bench/DATE-TIME/`` of the repository (ignored by

@@ -27,11 +27,18 @@ source tree is only read.
    error that names the variable;
 6. the cibuildwheel build identifiers for each platform and workflow job
    (scripts/check_build_identifiers.py), and the workflow file against
-   the GitHub workflow schema.
+   the GitHub workflow schema;
+7. README's install instructions as a reader runs them (``readme_install``):
+   in another copy of the sources, as a clone, with a fresh venv first on
+   ``PATH``, the commands of its Install section's ``sh`` blocks that say
+   this session checks them (``pip install .``), then its version
+   transcript (``python -c ...`` and what it prints), which must print
+   what README shows.
 """
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +112,43 @@ def only(pattern):
     if len(found) != 1:
         raise Failure("expected one file for %s, found %s" % (pattern, found))
     return Path(found[0])
+
+
+#: The mark of README's install blocks that this script runs (their last line says so).
+CHECKED_HERE = "the packaging session checks it"
+
+
+def install_section(readme):
+    """README's Install section: from its heading to the next heading of that level."""
+    found = re.search(r"^## Install\n(.*?)(?=^## )", readme, re.M | re.S)
+    if found is None:
+        raise Failure("README.md has no Install section")
+    return found.group(1)
+
+
+def readme_install(readme):
+    """README's install instructions: ``(commands, transcript)``.
+
+    The commands are the lines of the Install section's ``sh`` blocks
+    that carry CHECKED_HERE, comments left out; the transcript is the
+    ``(command, output)`` pairs of its ``console`` blocks (``$ COMMAND``
+    and the lines it prints).
+    """
+    section = install_section(readme)
+    commands, transcript = [], []
+    for language, body in re.findall(r"^```(\w+)\n(.*?)^```$", section, re.M | re.S):
+        lines = body.splitlines()
+        if language == "sh" and any(CHECKED_HERE in line for line in lines):
+            commands += [line for line in lines if line.strip() and not line.startswith("#")]
+        elif language == "console":
+            for line in lines:
+                if line.startswith("$ "):
+                    transcript.append((line[2:], []))
+                elif transcript:
+                    transcript[-1][1].append(line)
+    if not commands or not transcript:
+        raise Failure("README's Install section has no checked commands or no transcript")
+    return commands, [(command, "\n".join(output)) for command, output in transcript]
 
 
 def copy_sources(target):
@@ -246,6 +290,30 @@ class Checker:
             raise Failure("a failed compile does not name SEMIDBM_NO_EXTENSIONS")
         print("a failed compile says: set SEMIDBM_NO_EXTENSIONS=1", file=log, flush=True)
 
+    def readme_install(self, log):
+        """README's install commands in a copy of the sources, a fresh venv first on PATH.
+
+        Then its version transcript must print what README shows.
+        """
+        commands, transcript = readme_install((PROJECT / "README.md").read_text())
+        clone = self.work / "clone"
+        clone.mkdir()
+        copy_sources(clone)
+        venv = self.work / "readme-venv"
+        run(self.python, "-m", "venv", venv, stdout=log, stderr=subprocess.STDOUT)
+        env = dict(os.environ, PATH=os.pathsep.join([str(venv / "bin"), os.environ["PATH"]]))
+        for command in commands:
+            print("$ " + command, file=log, flush=True)
+            run("bash", "-e", "-c", command, cwd=clone, env=env, stdout=log,
+                stderr=subprocess.STDOUT)
+        for command, shown in transcript:
+            done = run("bash", "-c", command, cwd=self.work, env=env, capture_output=True,
+                       text=True)
+            printed = (done.stdout + done.stderr).rstrip("\n")
+            print("$ %s\n%s" % (command, printed), file=log, flush=True)
+            if printed != shown:
+                raise Failure("README shows %r for %s; it printed %r" % (shown, command, printed))
+
     def pure_suite(self, venv, log):
         """The suite on the pure-Python install, told it has no compiled kernel."""
         self.installed_suite(venv, env=dict(os.environ, SEMIDBM_NO_EXTENSIONS="1"),
@@ -275,7 +343,9 @@ class Checker:
         run(python, PROJECT / "examples" / "typed_usage.py", cwd=directory)
 
     def check(self):
-        step("build an sdist and a wheel from a copy of the sources")
+        step("build an sdist and a wheel from a copy of the sources; README's install "
+             "commands in another copy (in the background)")
+        self.start("readme-install", self.readme_install)
         sdist, wheel = build(self.work)
 
         step("auditwheel")
@@ -306,6 +376,9 @@ class Checker:
         self.finish("sdist-install")
         self.installed_suite(self.work / "sdist-venv")
         self.finish("pure-suite")
+
+        step("README's install commands, and its version check on what they installed")
+        self.finish("readme-install")
 
         step("cibuildwheel build identifiers and the workflow file")
         run(sys.executable, PROJECT / "scripts" / "check_build_identifiers.py")

@@ -139,6 +139,16 @@ def test_stats(tool, filled):
     assert re.search(r"^format version\s+1\.1$", text, re.MULTILINE)
 
 
+def test_stats_gives_a_large_count_its_short_form_and_share_in_one_bracket(tool, tmp_path):
+    path = tmp_path / "large.db"
+    with semidbm.open(path, "c") as database:
+        database[b"big"] = b"x" * 100_000
+        database[b"big"] = b"y"
+    text = run(tool, "stats", path).stdout.decode()
+    line = next(line for line in text.splitlines() if line.startswith("compaction frees"))
+    assert re.fullmatch(r"compaction frees\s+[\d,]+ bytes \(97\.\d KiB, \d+\.\d%\)", line), line
+
+
 def test_verify_a_sound_database(tool, filled):
     result = run(tool, "verify", filled)
     assert result.returncode == 0

@@ -124,6 +124,13 @@ def test_times_says_how_many_times_faster_or_slower():
     assert report.times(382.4) == "382x faster"
 
 
+def test_times_with_range_gives_the_least_and_greatest_ratio_in_the_medians_sense():
+    assert report.times_with_range([2.0, 4.0, 3.0]) == "3.00x faster (2.00-4.00)"
+    # Slower: 1/0.5 = 2 and 1/0.25 = 4 times slower.
+    assert report.times_with_range([0.5, 0.25, 0.4]) == "2.50x slower (2.00-4.00)"
+    assert report.times_with_range([1.5]) == "1.50x faster"
+
+
 def test_aligned_blocks_fit_the_width_and_repeat_the_row_names():
     header = ["workload", "first-contender", "second-contender", "third-contender"]
     rows = [["fill", "2.00x faster", "31572x faster", "n/a"], ["read_random", "1", "22", "333"]]
@@ -139,9 +146,15 @@ def test_aligned_blocks_fit_the_width_and_repeat_the_row_names():
     assert "31572x faster" in blocks[0] and "third-contender" in blocks[1]
 
 
-def classic_run(ops, reopen, keys):
+def classic_run(ops, reopen, keys, durability_note=None, notes=()):
     """A classic worker's result: ``ops`` per second on "w", reopen seconds, number of keys."""
-    return {"ops_per_sec": {"w": ops}, "reopen_seconds": reopen, "notes": [], "keys": keys}
+    return {
+        "ops_per_sec": {"w": ops},
+        "reopen_seconds": reopen,
+        "notes": list(notes),
+        "keys": keys,
+        "durability_note": durability_note,
+    }
 
 
 def classic_results(runs, absent=None):
@@ -156,21 +169,25 @@ def summary_settings(repeat=3):
 def test_the_summary_sets_semidbm_against_each_contender_and_names_the_report():
     got = classic_results(
         {
-            "semidbm": [classic_run(40, 0.01, 100)],
-            "dbm.gnu": [classic_run(10, 0.02, 100)],
-            "dict": [classic_run(80, None, 100)],
+            "semidbm": [classic_run(40, 0.01, 100), classic_run(60, 0.01, 100)],
+            "dbm.gnu": [classic_run(10, 0.02, 100), classic_run(20, 0.02, 100)],
+            "dict": [classic_run(80, None, 100, "in memory")] * 2,
         },
         absent={"dbm.sqlite3": "not run: it needs Python 3.13"},
     )
     path = os.path.join(compare.RESULTS, "2026-01-01-000000", "preset-t.md")
-    lines = compare.summary(got, summary_settings(), path)
+    lines = compare.summary(got, summary_settings(repeat=2), path)
     rows = {
         line.split()[0]: line.split()[1:] for line in lines if line.startswith(("w ", "reopen"))
     }
-    assert rows["w"] == ["4.00x", "faster", "2.00x", "slower"]
-    assert rows["reopen"] == ["2.00x", "faster", "n/a"]
+    # Ratios 4 and 3 against dbm.gnu; 0.5 and 0.75 against the dict, median 0.625.
+    assert rows["w"] == ["3.50x", "faster", "(3.00-4.00)", "1.60x", "slower", "(1.33-2.00)"]
+    assert rows["reopen"] == ["2.00x", "faster", "(2.00-2.00)", "n/a"]
     assert "dbm.sqlite3 not run: it needs Python 3.13." in lines
-    assert any(line.startswith("dict: the reference in memory") for line in lines)
+    # dbm.gnu is like for like: only the dict has a note, under the heading.
+    heading = next(n for n, line in enumerate(lines) if line.startswith("Not like for like"))
+    assert lines.index("  dict: in memory.") > heading
+    assert not any(line.startswith("  dbm.gnu") for line in lines)
     assert lines[-1] == "Full report: " + os.path.join(
         "results", "bench", "2026-01-01-000000", "preset-t.md"
     )
@@ -195,17 +212,142 @@ def test_the_summary_of_every_classic_contender_fits_the_width():
 
 
 def test_a_contender_on_fewer_keys_is_named_and_its_reopen_has_no_ratio():
-    got = classic_results(
-        {"semidbm": [classic_run(40, 0.01, 1000)], "diskcache": [classic_run(4, 0.001, 100)]}
-    )
+    slow = classic_run(4, 0.001, 100, "commits each set", ["deletes timed over 10 keys"])
+    got = classic_results({"semidbm": [classic_run(40, 0.01, 1000)], "diskcache": [slow]})
     assert got.fewer_keys() == {"diskcache": 100}
     assert got.ratio("semidbm", "diskcache", "w") == 10
     assert got.ratio("semidbm", "diskcache", "reopen") is None
     lines = compare.summary(got, summary_settings(repeat=1), "x.md")
-    assert "Slow contenders ran on fewer keys: diskcache 100." in lines
+    note = "  diskcache: on 100 keys, not 1,000; deletes timed over 10 keys; commits each set."
+    assert note in lines
     assert any("the ratio of one repetition" in line for line in lines)
     assert compare_report.chart_bars(got, "w") == [("diskcache (100 keys)", 10)]
     assert compare_report.chart_bars(got, "reopen") == []
+    assert compare_report.left_out(got, "w") == []
+    assert compare_report.left_out(got, "reopen") == [("diskcache", "ran on fewer keys")]
+
+
+def test_a_chart_names_each_contender_it_leaves_out_with_why():
+    got = classic_results(
+        {"semidbm": [classic_run(40, 0.01, 100)], "dict": [classic_run(80, None, 100)]},
+        absent={"dbm.gnu": "missing: No module named '_gdbm'"},
+    )
+    assert compare_report.left_out(got, "w") == [("dbm.gnu", "missing")]
+    assert compare_report.left_out(got, "reopen") == [
+        ("dict", "does not apply"),
+        ("dbm.gnu", "missing"),
+    ]
+
+
+def test_chart_ticks_are_fewer_the_more_decades_a_side_spans():
+    charts = benchmark_scripts.load("_charts")
+    assert charts.ticks(1.4) == [1, 2]
+    assert charts.ticks(7) == [1, 2, 5, 10]
+    assert charts.ticks(60) == [1, 3, 10, 30, 100]
+    assert charts.ticks(1000) == [1, 10, 100, 1000]
+    assert charts.ticks(40943) == [1, 100, 10000, 1000000]
+    assert [charts.tick_label(r) for r in (0.01, 1, 1000)] == [
+        "100x\nslower",
+        "1x\nequal",
+        "1,000x\nfaster",
+    ]
+
+
+@pytest.mark.parametrize("preset", ["small", "c"])
+def test_the_workers_report_how_a_contenders_durability_differs(preset):
+    # dbm.dumb never fsyncs, in either worker; semidbm is what the others are set against.
+    worker = benchmark_scripts.load("_worker")
+    chosen = compare.PRESETS[preset]
+    settings = compare.preset_settings(chosen, compare.parse_arguments(["--quick"]))
+    dumb = compare.run_worker(chosen, "dbm.dumb", settings, seed=0)
+    assert dumb["durability_note"] == worker.Dumb.durability_note
+    assert "fsync" in dumb["durability_note"]
+    assert compare.run_worker(chosen, "semidbm-python", settings, seed=0)["durability_note"] is None
+
+
+#: A stand-in for zerodep's persistdict (which PyPI's zerodep does not ship):
+#: its ``open(path, backend=...)``, a mapping of JSON values with ``flush()``
+#: and ``close()``, and the backend class by whose name the worker knows it.
+PERSISTDICT_STAND_IN = """
+import collections.abc
+import io
+import json
+import os
+
+
+class JsonFileBackend:
+    pass
+
+
+class PersistDict(collections.abc.MutableMapping):
+    def __init__(self, path):
+        self.path = path
+        self.data = {}
+        if os.path.exists(path):
+            with io.open(path) as stored:
+                self.data = json.load(stored)
+
+    def __getitem__(self, key):
+        return json.loads(self.data[key])
+
+    def __setitem__(self, key, value):
+        self.data[key] = json.dumps(value)
+
+    def __delitem__(self, key):
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(list(self.data))
+
+    def __len__(self):
+        return len(self.data)
+
+    def flush(self):
+        with io.open(self.path, "w") as stored:
+            json.dump(self.data, stored)
+
+    def close(self):
+        self.flush()
+
+
+def open(path, *, backend="auto"):
+    assert backend in ("json", "sqlite"), backend
+    return PersistDict(path)
+"""
+
+
+def preset_c_quick():
+    """Preset c and its settings under ``--quick``."""
+    chosen = compare.PRESETS["c"]
+    return chosen, compare.preset_settings(chosen, compare.parse_arguments(["--quick"]))
+
+
+@pytest.mark.parametrize("name", ["persistdict-json", "persistdict-sqlite"])
+def test_persistdict_runs_preset_c_from_the_folder_it_was_copied_to(name, monkeypatch, tmp_path):
+    (tmp_path / "persistdict.py").write_text(PERSISTDICT_STAND_IN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path), prepend=os.pathsep)
+    chosen, settings = preset_c_quick()
+    result = compare.run_worker(chosen, name, settings, seed=0)
+    assert set(result["ops_per_sec"]) == set(chosen.workloads)
+    backend = name.split("-")[1]
+    assert result["implementation"].startswith("zerodep persistdict, %s backend" % backend)
+    assert "fsync" in result["durability_note"]
+
+
+def test_persistdict_missing_is_reported_with_how_to_get_it(monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    chosen, settings = preset_c_quick()
+    reason = compare.run_worker(chosen, "persistdict-sqlite", settings, seed=0)["missing"]
+    assert reason.startswith("missing: No module named 'persistdict'")
+    assert "zerodep add persistdict" in reason
+
+
+def test_a_persistdict_that_is_not_zerodeps_is_refused(monkeypatch, tmp_path):
+    (tmp_path / "persistdict.py").write_text("PersistentDict = dict\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    chosen, settings = preset_c_quick()
+    reason = compare.run_worker(chosen, "persistdict-json", settings, seed=0)["missing"]
+    assert "is not zerodep's" in reason
 
 
 def test_slow_contenders_run_on_their_key_limit_unless_all_keys():

@@ -11,6 +11,15 @@ docs``).
 - Each block runs alone, in an empty directory of its own (its working
   directory): a block must make what it uses, as a reader starting from
   nothing would, so no block depends on another or on their order.
+- README.md's blocks also run all in order, in one directory
+  (``test_readme_top_to_bottom``), as a reader who follows it from the
+  top would run them: no block may break a later one (a database name
+  taken twice, a later command reporting on an earlier block's database).
+- README.md's install commands (``pip install .``) build and install,
+  which no test of the suite does: the packaging session runs them in a
+  fresh environment, then README's version check on what they installed
+  (scripts/check_packaging.py, ``readme_install``); the tests here check
+  that it finds them, and that the version README shows is this one.
 - ``python`` blocks run as a script with this interpreter.
 - ``sh`` blocks run as a script with ``bash -e -o pipefail``: a command
   that fails fails the block.
@@ -57,7 +66,10 @@ from pathlib import Path
 
 import pytest
 
+import semidbm
+
 from .conftest import kernel_name
+from .support import benchmark_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -328,13 +340,33 @@ def test_block(block, kernel, tmp_path):
     run_block(block, tmp_path, kernel_name(kernel))
 
 
+def test_readme_top_to_bottom(kernel, tmp_path):
+    blocks = [
+        block
+        for block in BLOCKS
+        if block.document == "README.md" and block.skip_reason is None
+        and block.language in RUNNERS
+    ]
+    if not blocks:
+        pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
+    for block in blocks:
+        skip_unless_importable(block)
+    run_blocks(blocks, tmp_path, kernel_name(kernel))
+
+
 def run_block(block, tmp_path, kernel, seconds=BLOCK_SECONDS):
     """Run a block with its language's runner in a new directory under ``tmp_path``."""
+    run_blocks([block], tmp_path, kernel, seconds)
+
+
+def run_blocks(blocks, tmp_path, kernel, seconds=BLOCK_SECONDS):
+    """Run ``blocks`` in order, all in one new directory under ``tmp_path``, ``seconds`` each."""
     cwd = tmp_path / "scratch"
     cwd.mkdir()
-    RUNNERS[block.language](
-        block, tmp_path, cwd, block_environment(kernel), time.monotonic() + seconds
-    )
+    for block in blocks:
+        RUNNERS[block.language](
+            block, tmp_path, cwd, block_environment(kernel), time.monotonic() + seconds
+        )
 
 
 # --- the tests of these tests -------------------------------------------------
@@ -430,6 +462,15 @@ def test_a_block_that_runs_too_long_fails_and_is_killed(tmp_path):
         run_block(block, tmp_path, "cython", seconds=1)
 
 
+def test_blocks_run_in_order_share_their_directory(tmp_path):
+    first = Block("sample", 1, "python", "open('made', 'w').write('by the first')\n", "sample")
+    second = Block("sample", 5, "sh", 'test "$(cat made)" = "by the first"\n', "sample")
+    run_blocks([first, second], tmp_path, "cython")
+    (tmp_path / "again").mkdir()
+    with pytest.raises(AssertionError, match="exit status 1"):
+        run_blocks([second, first], tmp_path / "again", "cython")
+
+
 def test_blocks_run_on_the_kernel_under_test(kernel, tmp_path):
     name = kernel_name(kernel)
     check = "import semidbm\nassert semidbm.implementation == %r, semidbm.implementation\n" % name
@@ -468,3 +509,31 @@ def test_a_block_leaves_no_process_running(tmp_path):
             break
         time.sleep(0.1)
     assert not running(pid), "the block's background process %d outlived it" % pid
+
+
+# --- README's install instructions, which the packaging session runs ----------
+
+
+def packaging_check():
+    """scripts/check_packaging.py as a module; skips where there is no scripts/ (an sdist)."""
+    if not (benchmark_scripts.SCRIPTS / "check_packaging.py").is_file():
+        pytest.skip("no scripts/ beside the tests (not a checkout)")
+    return benchmark_scripts.load("check_packaging", folder=benchmark_scripts.SCRIPTS)
+
+
+def test_the_packaging_session_runs_readmes_install_commands_and_its_version_check():
+    if not (ROOT / "README.md").is_file():
+        pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
+    packaging = packaging_check()
+    commands, transcript = packaging.readme_install((ROOT / "README.md").read_text())
+    assert commands == ["pip install ."]
+    # The version it shows is this one: what the install is checked against.
+    assert transcript == [('python -c "import semidbm; print(semidbm.__version__)"',
+                           semidbm.__version__)]
+
+
+def test_install_instructions_without_the_packaging_mark_are_refused():
+    packaging = packaging_check()
+    readme = "## Install\n\n```sh\npip install .\n```\n\n## Use\n"
+    with pytest.raises(packaging.Failure, match="no checked commands"):
+        packaging.readme_install(readme)

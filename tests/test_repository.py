@@ -12,6 +12,12 @@ generic temporary directory in an example (``/tmp/example.db``) is fine.
 The check runs on a made-up repository too, to show that it can fail,
 and the benchmark report's command line is checked on its own.
 
+The addresses the project gives for itself, in the package metadata
+(``setup.cfg``) and in airspeed velocity's ``asv.conf.json``, are all on
+the project's own site (``setup.cfg``'s ``url``): the original semidbm's
+repository is not this project's, and a link to it sent readers of the
+benchmark history there.
+
 Without git, or outside a git checkout (the suite run from an installed
 wheel or an sdist, as ``scripts/test_installed.py`` does under
 cibuildwheel), there are no tracked files to read: the repository tests
@@ -30,6 +36,8 @@ reported.
 
 import argparse
 import ast
+import configparser
+import json
 import os
 import re
 import shutil
@@ -164,6 +172,50 @@ def test_the_pattern_takes_whole_paths_only():
 def load_compare():
     """``benchmarks/compare.py`` as a module (it is a script, not part of the package)."""
     return benchmark_scripts.load("compare")
+
+
+def foreign_addresses(root):
+    """The addresses in ``root``'s setup.cfg and asv.conf.json that are not on setup.cfg's ``url``.
+
+    setup.cfg's ``project_urls`` (one ``Name = address`` a line) and
+    asv.conf.json's ``project_url`` and ``show_commit_url`` (its lines
+    that start with ``//`` are comments, which JSON has not).
+    """
+    metadata = configparser.ConfigParser()
+    metadata.read(root / "setup.cfg")
+    home = metadata["metadata"]["url"]
+    addresses = [
+        line.partition("=")[2].strip()
+        for line in metadata["metadata"].get("project_urls", "").splitlines()
+        if line.strip()
+    ]
+    lines = (root / "asv.conf.json").read_text(encoding="utf-8").splitlines()
+    asv = json.loads("\n".join(line for line in lines if not line.lstrip().startswith("//")))
+    addresses += [asv[key] for key in ("project_url", "show_commit_url") if key in asv]
+    return [address for address in addresses if not address.startswith(home)]
+
+
+@pytest.mark.skipif(
+    not (ROOT / "asv.conf.json").is_file(),
+    reason="asv.conf.json is not beside tests/: this copy of the tests came without it",
+)
+def test_the_project_gives_only_its_own_addresses():
+    assert foreign_addresses(ROOT) == []
+
+
+def test_an_address_off_the_project_site_is_reported(tmp_path):
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nurl = https://docs.example/\nproject_urls =\n"
+        "    Documentation = https://docs.example/\n    Source = https://elsewhere.example/\n"
+    )
+    (tmp_path / "asv.conf.json").write_text(
+        '{\n    // a comment\n    "project_url": "https://docs.example/",\n'
+        '    "show_commit_url": "https://elsewhere.example/commit/"\n}\n'
+    )
+    assert foreign_addresses(tmp_path) == [
+        "https://elsewhere.example/",
+        "https://elsewhere.example/commit/",
+    ]
 
 
 def test_the_benchmark_report_quotes_its_command_from_the_top_directory(monkeypatch, tmp_path):

@@ -331,7 +331,7 @@ def run_stats(args):
         ("records", "{:,}".format(found.records)),
         ("live bytes", _bytes(found.live_bytes)),
         ("dead bytes", _bytes(found.dead_bytes)),
-        ("compaction frees", "%s (%.1f%%)" % (_bytes(found.reclaimable), share * 100)),
+        ("compaction frees", _bytes(found.reclaimable, "%.1f%%" % (share * 100))),
     ]
     if found.tail:
         lines.append(("torn tail", "%s at offset %d" % (_bytes(found.tail), found.tail_offset)))
@@ -347,11 +347,16 @@ def run_stats(args):
     return OK
 
 
-def _bytes(count):
-    """A byte count for people: exact, with a short form when large."""
-    if count < 1024:
+def _bytes(count, *more):
+    """A byte count for people: exact, then in one bracket its short form when large and ``more``.
+
+    ``more`` is what else the line says of the count (its share of the
+    file): ``61,740,000 bytes (58.9 MiB, 50.0%)``, not two brackets in a row.
+    """
+    notes = ([human_bytes(count)] if count >= 1024 else []) + list(more)
+    if not notes:
         return quantity(count, "byte")
-    return "%s (%s)" % (quantity(count, "byte"), human_bytes(count))
+    return "%s (%s)" % (quantity(count, "byte"), ", ".join(notes))
 
 
 def run_get(args):
