@@ -628,7 +628,7 @@ cdef class Store:
                         base_probe(&self.index.base, key, key_size, hashed, slot, &offset,
                                    &found_size))
             if slot >= 0 and not base_is_shadowed(&self.index.base, slot):
-                if not self.verify:  # the record lies in the covered log, as base_find checked
+                if not self.verify:  # the record lies in the covered log, as the lookup checked
                     return PyBytes_FromStringAndSize(
                         self.log.map + offset + LENGTHS_SIZE + key_size, found_size)
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:

@@ -139,12 +139,6 @@ cdef inline bint base_record_lengths(const Base* base, uint64_t offset, int32_t*
             <= base.covered - RECORD_OVERHEAD - offset)
 
 
-cdef inline bint base_record_fits(const Base* base, uint64_t offset) noexcept nogil:
-    """Whether a slot's ``offset`` points at a put record whose bytes lie within the covered log."""
-    cdef int32_t key_size, value_size
-    return base_record_lengths(base, offset, &key_size, &value_size)
-
-
 cdef inline bint base_slot_sound(const Base* base, size_t slot) noexcept nogil:
     """Whether the mapped ``slot`` points at a put record within the covered log whose key has
     the slot's hash (check 4 of docs/FORMAT.md, "Trusting an index file")."""
