@@ -144,6 +144,22 @@ def test_the_class_of_a_database_has_a_name_a_user_can_read(dbopen, dbpath, kern
     assert not hasattr(db, "NoSuchSemiDBM")
 
 
+def test_the_class_of_a_kernel_that_cannot_be_imported_is_no_attribute(monkeypatch):
+    """``hasattr`` and ``getattr`` with a default answer for a class of a kernel not built.
+
+    Catches ``semidbm.db.__getattr__`` letting the kernel's ImportError
+    through, which ``hasattr`` does not catch.
+    """
+
+    def unbuilt(name):
+        raise ModuleNotFoundError("No module named 'semidbm._%s'" % name)
+
+    monkeypatch.setattr(_kernel, "load", unbuilt)
+    for name in ("CompiledSemiDBM", "PureSemiDBM", "SyncedSharedSemiDBM"):
+        assert not hasattr(db, name)
+        assert getattr(db, name, None) is None
+
+
 def test_closing_releases_the_lock_and_readers_take_none(dbopen, dbpath):
     writer = dbopen(dbpath, "c")
     with dbopen(dbpath, "r") as reader:

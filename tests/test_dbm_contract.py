@@ -416,7 +416,8 @@ def failing_fsync(monkeypatch, dbpath):
 
 
 def test_s_with_a_failing_sync_says_the_write_was_made(dbopen, dbpath, monkeypatch):
-    """The error of a write whose sync failed says the change is made, and carries its result.
+    """The error of a write whose sync failed says what it changed is in the database and may
+    not be on the disk (no promise that a later sync saves it), and carries its result.
 
     Catches the synced class raising the sync's bare error ("cannot
     sync"), which reads as if nothing was written, and ``pop`` losing the
@@ -425,8 +426,9 @@ def test_s_with_a_failing_sync_says_the_write_was_made(dbopen, dbpath, monkeypat
     with dbopen(dbpath, "cs") as database:
         database[b"a"] = b"1"
         failing_fsync(monkeypatch, dbpath)
-        with pytest.raises(semidbm.DBMNotSyncedError, match="cannot sync .*; the change was "
-                           "made: it is in the database") as failed:
+        with pytest.raises(semidbm.DBMNotSyncedError, match="cannot sync .*; what the write "
+                           "changed, if anything, is in the database.*may not be on the "
+                           "disk.*cannot be trusted") as failed:
             database[b"k"] = b"v"
         assert failed.value.errno == errno.EIO and failed.value.result is None
         assert database[b"k"] == b"v"

@@ -533,7 +533,14 @@ def test_the_packaging_session_runs_readmes_install_commands_and_its_version_che
 
 
 def test_install_instructions_without_the_packaging_mark_are_refused():
+    """Only the commands marked as the packaging session's are run: the same section with the
+    mark gives them, without it nothing (kills the check taking every ``sh`` block)."""
     packaging = packaging_check()
-    readme = "## Install\n\n```sh\npip install .\n```\n\n## Use\n"
+    transcript = '```console\n$ python -c "import semidbm"\n```\n\n'
+    marked = "```sh\npip install .\n# %s\n```\n\n" % packaging.CHECKED_HERE
+    readme = "## Install\n\n%s%s## Use\n"
+    assert packaging.readme_install(readme % (transcript, marked)) == (
+        ["pip install ."], [('python -c "import semidbm"', "")])
+    unmarked = marked.replace("# " + packaging.CHECKED_HERE, "# run it yourself")
     with pytest.raises(packaging.Failure, match="no checked commands"):
-        packaging.readme_install(readme)
+        packaging.readme_install(readme % (transcript, unmarked))

@@ -643,6 +643,34 @@ def test_a_compaction_stopped_by_a_shard_says_what_the_shards_before_it_left_out
     database.close()
 
 
+def test_a_compaction_stopped_by_a_system_error_keeps_its_errno(sharded_open, spath):
+    """A shard's ENOSPC reaches the caller as one, with its file, after other shards compacted.
+
+    Catches the error restated from its message alone, with no errno.
+    """
+    database = sharded_open(spath, "c", shards=2)
+    database.update({b"k%d" % number: b"v" for number in range(10)})
+
+    class Full:
+        """A shard whose disk is full."""
+
+        def compact(self, format=None, recover=False):
+            raise semidbm.error(errno.ENOSPC, "No space left on device", "shard-0001/data")
+
+    shard = database._shards[1]
+    database._shards[1] = Full()
+    with pytest.raises(semidbm.error) as refused:
+        database.compact()
+    assert refused.value.errno == errno.ENOSPC
+    assert refused.value.filename == "shard-0001/data"
+    assert refused.value.strerror == (
+        "No space left on device; 1 of the 2 shards were compacted before it, leaving out 0 "
+        "damaged records"
+    )
+    database._shards[1] = shard
+    database.close()
+
+
 # --- pickling and processes ---
 
 

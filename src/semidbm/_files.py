@@ -24,6 +24,17 @@ def os_error(exc, action):
     return DBMError(exc.errno, "%s: %s" % (action, exc.strerror), exc.filename)
 
 
+def restated(exc, cls, say):
+    """The OSError ``exc`` as an error of class ``cls`` whose message is ``say(its message)``.
+
+    One with an errno keeps it and its file name, which callers test (an
+    ENOSPC stays one); one without is restated whole.
+    """
+    if exc.errno is None:
+        return cls(say(str(exc)))
+    return cls(exc.errno, say(exc.strerror), exc.filename)
+
+
 if hasattr(os, "pread"):
     read_at = os.pread
 else:  # Windows has no pread; nothing else moves this descriptor's offset.

@@ -105,8 +105,9 @@ LIVE_RECORD_DAMAGED = (
 )
 #: The sync after a write under dbm.gnu's flag letter 's' failed (the failure's message).
 NOT_SYNCED = (
-    "%s; the change was made: it is in the database, which shows it, but not synced to "
-    "disk (sync() or close() syncs it again)"
+    "%s; what the write changed, if anything, is in the database, which shows it, but may "
+    "not be on the disk: after a failed sync the system may have dropped the written "
+    "data, and a later sync() cannot be trusted to make it durable"
 )
 #: A sharded compaction stopped by a shard's error (the error, the shards compacted before
 #: it, the shards, the damaged records they left out, as ``_progress.quantity`` says it).

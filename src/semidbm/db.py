@@ -183,8 +183,8 @@ def _synced_class(base):
     ``update`` sets, on the pure-Python kernel) sync nothing of their
     own. One that raises syncs nothing (what it wrote is made durable by
     the next write, ``sync()`` or ``close()``). A sync that fails raises
-    DBMNotSyncedError: the change is made, and its result (``pop``'s
-    value) is the error's. A shared writer's sync takes a turn of its
+    DBMNotSyncedError: what it changed is in the database, maybe not on
+    the disk, and its result (``pop``'s value) is the error's. A shared writer's sync takes a turn of its
     own, after the write's.
     """
 
@@ -202,12 +202,9 @@ def _synced_class(base):
             try:
                 self.sync()
             except DBMError as exc:
-                if exc.errno is None:  # no system call failed (a shared writer's turn)
-                    failure = DBMNotSyncedError(_messages.NOT_SYNCED % exc)
-                else:
-                    failure = DBMNotSyncedError(
-                        exc.errno, _messages.NOT_SYNCED % exc.strerror, exc.filename
-                    )
+                failure = _files.restated(
+                    exc, DBMNotSyncedError, lambda reason: _messages.NOT_SYNCED % reason
+                )
                 failure.result = result
                 raise failure from exc
             return result
@@ -269,11 +266,19 @@ def _name(db_class, kernel_name, *, shared, synced):
 if not TYPE_CHECKING:  # names made at run time: type checkers see them as semidbm.Database
 
     def __getattr__(name):
-        """The db class called ``name`` (``_class_name``), made at its first use."""
+        """The db class called ``name`` (``_class_name``), made at its first use; AttributeError
+        for any other name, and for a class of a kernel that cannot be imported (the compiled
+        one where it was not built), as ``hasattr`` and ``getattr`` with a default expect."""
         for kernel_name in _kernel.MODULES:
             for flag, synced in (("w", False), ("wm", False), ("w", True), ("wm", True)):
                 if _class_name(kernel_name, flag in SHARED_FLAGS, synced) == name:
-                    return _class_for(_kernel.load(kernel_name), flag, synced)
+                    try:
+                        kernel = _kernel.load(kernel_name)
+                    except ImportError as exc:
+                        raise AttributeError(
+                            "module %r has no attribute %r: %s" % (__name__, name, exc)
+                        ) from exc
+                    return _class_for(kernel, flag, synced)
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 

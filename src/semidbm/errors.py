@@ -28,14 +28,17 @@ class DBMChecksumError(DBMError):
 
 
 class DBMNotSyncedError(DBMError):
-    """A write that was made, but whose sync failed: dbm.gnu's flag letter ``s``.
+    """A write whose sync failed: dbm.gnu's flag letter ``s``.
 
-    A database opened with ``s`` syncs after every write; when that sync
-    fails (a full disk, an I/O error), the change is in the database all
-    the same: this handle and its readers see it, and a later
-    :meth:`~semidbm.Database.sync` or :meth:`~semidbm.Database.close`
-    writes out and syncs it again. ``result`` is what the write returned
-    before its sync failed: the value of ``pop``, the item of
+    A database opened with ``s`` syncs after every call that may write
+    (whether or not it changed anything: ``pop`` of a missing key with a
+    default syncs too); when that sync fails (a full disk, an I/O error),
+    what the call changed is in the database all the same: this handle
+    and its readers see it. It may not be on the disk: after a failed
+    fsync the operating system may have dropped the written pages (Linux
+    marks them clean), so a later :meth:`~semidbm.Database.sync` that
+    succeeds does not prove them durable. ``result`` is what the write
+    returned before its sync failed: the value of ``pop``, the item of
     ``popitem``, the value of ``setdefault``; None for the others.
     """
 

@@ -780,8 +780,8 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
             except DBMError as exc:
                 if not done:
                     raise
-                raise type(exc)(_messages.SHARDS_COMPACTED % (
-                    exc, done, len(self._shards), quantity(left_out, "damaged record")
+                raise _files.restated(exc, type(exc), lambda reason: _messages.SHARDS_COMPACTED % (
+                    reason, done, len(self._shards), quantity(left_out, "damaged record")
                 )) from exc
         return left_out
 
