@@ -184,8 +184,8 @@ def _synced_class(base):
     own. One that raises syncs nothing (what it wrote is made durable by
     the next write, ``sync()`` or ``close()``). A sync that fails raises
     DBMNotSyncedError: what it changed is in the database, maybe not on
-    the disk, and its result (``pop``'s value) is the error's. A shared writer's sync takes a turn of its
-    own, after the write's.
+    the disk, and its result (``pop``'s value) is the error's. A shared
+    writer's sync takes a turn of its own, after the write's.
     """
 
     def synced(method):

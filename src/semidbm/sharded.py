@@ -447,6 +447,14 @@ def _close_after_failure(shards):
             pass
 
 
+def _compacted_before(done, shards, left_out):
+    """What a sharded compaction's error says after a shard's ``reason``: ``done`` of the
+    ``shards`` were compacted, leaving out ``left_out`` damaged records."""
+    return lambda reason: _messages.SHARDS_COMPACTED % (
+        reason, done, shards, quantity(left_out, "damaged record")
+    )
+
+
 def _on_each(shards, operation):
     """Call ``operation`` on every shard of ``shards``, even past a failure; raise the first."""
     first = None
@@ -780,9 +788,9 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
             except DBMError as exc:
                 if not done:
                     raise
-                raise _files.restated(exc, type(exc), lambda reason: _messages.SHARDS_COMPACTED % (
-                    reason, done, len(self._shards), quantity(left_out, "damaged record")
-                )) from exc
+                raise _files.restated(
+                    exc, type(exc), _compacted_before(done, len(self._shards), left_out)
+                ) from exc
         return left_out
 
     def refresh(self) -> None:
