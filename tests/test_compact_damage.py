@@ -23,6 +23,7 @@ import pytest
 
 import semidbm
 from semidbm import _checkpoint, cli, db
+from semidbm._progress import human_bytes
 from semidbm.format import DISK_PAGE, HEADER, LENGTHS_SIZE
 
 from .support.log import records_after_start
@@ -262,3 +263,36 @@ def test_the_command_finds_a_damaged_batch_and_compacts_past_it_only_with_recove
     assert (dbpath / ("data.torn-%d" % batch_at)).read_bytes() == before[batch_at:]
     with dbopen(dbpath) as reader:
         assert dict(reader.items()) == {b"a": b"1"}
+
+
+def test_the_command_recovers_past_an_unreadable_tail_longer_than_a_buffer(
+    dbopen, dbpath, monkeypatch, capsys
+):
+    """``compact --recover``, the command its own refusal names, sets a long tail aside.
+
+    The first record's value length is made to run past the end, so the
+    log cannot be read past it while 300 records of 8 KB follow: more
+    than the 1 MiB an open drops without ``recover=True``. Catches the
+    command opening without ``recover=True`` (the open refused, exit
+    status 1), and measuring the size before the compaction after the
+    open had cut the tail ("114 B -> 114 B (freed 0 B)").
+    """
+    with dbopen(dbpath, "c") as database:
+        for number in range(300):
+            database[b"%d" % number] = b"v" * 8192
+    data = bytearray(data_bytes(dbpath))
+    first = _checkpoint.START_SIZE
+    data[first + 4 : first + 8] = (0x7FFF0000).to_bytes(4, "big")
+    (dbpath / "data").write_bytes(bytes(data))
+    monkeypatch.setattr(db, "open", dbopen)  # the kernel under test
+    assert cli.main(["compact", str(dbpath)]) == 1
+    assert "cannot be read past offset %d, and records follow" % first in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", semidbm.TornTailWarning)
+        assert cli.main(["compact", "--recover", str(dbpath)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compacted %s: %s -> " % (dbpath, human_bytes(len(data)))), out
+    assert "(freed 0 B)" not in out
+    assert (dbpath / ("data.torn-%d" % first)).read_bytes() == bytes(data[first:])
+    with dbopen(dbpath) as reader:
+        assert len(reader) == 0
