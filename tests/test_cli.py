@@ -57,6 +57,9 @@ def test_help_lists_every_command_and_version(tool):
         ("set", "KEY and VALUE are percent-encoded (a value from stdin is raw)", None),
         ("delete", "the KEYs are percent-encoded", "VALUE"),
         ("import", "nothing is written", None),
+        # Not only a checksum: a log unreadable past a point, records after it.
+        ("compact", "cannot be read past some offset when records follow", None),
+        ("compact", "sets the log from there on aside in data.torn-OFFSET", None),
     ],
 )
 def test_help_says_what_each_command_takes(tool, command, says, never):

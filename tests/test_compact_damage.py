@@ -23,6 +23,7 @@ import pytest
 
 import semidbm
 from semidbm import _checkpoint, cli, db
+from semidbm._progress import human_bytes
 from semidbm.format import DISK_PAGE, HEADER, LENGTHS_SIZE
 
 from .support.log import records_after_start
@@ -262,3 +263,89 @@ def test_the_command_finds_a_damaged_batch_and_compacts_past_it_only_with_recove
     assert (dbpath / ("data.torn-%d" % batch_at)).read_bytes() == before[batch_at:]
     with dbopen(dbpath) as reader:
         assert dict(reader.items()) == {b"a": b"1"}
+
+
+def test_the_command_recovers_past_an_unreadable_tail_longer_than_a_buffer(
+    dbopen, dbpath, monkeypatch, capsys
+):
+    """``compact --recover``, the command its own refusal names, sets a long tail aside.
+
+    The first record's value length is made to run past the end, so the
+    log cannot be read past it while 300 records of 8 KB follow: more
+    than the 1 MiB an open drops without ``recover=True``. Catches the
+    command opening without ``recover=True`` (the open refused, exit
+    status 1), and measuring the size before the compaction after the
+    open had cut the tail ("114 B -> 114 B (freed 0 B)").
+    """
+    with dbopen(dbpath, "c") as database:
+        for number in range(300):
+            database[b"%d" % number] = b"v" * 8192
+    data = bytearray(data_bytes(dbpath))
+    first = _checkpoint.START_SIZE
+    data[first + 4 : first + 8] = (0x7FFF0000).to_bytes(4, "big")
+    (dbpath / "data").write_bytes(bytes(data))
+    monkeypatch.setattr(db, "open", dbopen)  # the kernel under test
+    assert cli.main(["compact", str(dbpath)]) == 1
+    assert "cannot be read past offset %d, and records follow" % first in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", semidbm.TornTailWarning)
+        assert cli.main(["compact", "--recover", str(dbpath)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compacted %s: %s -> " % (dbpath, human_bytes(len(data)))), out
+    assert "(freed 0 B)" not in out
+    assert (dbpath / ("data.torn-%d" % first)).read_bytes() == bytes(data[first:])
+    with dbopen(dbpath) as reader:
+        assert len(reader) == 0
+
+
+
+def set_value_length(dbpath, at, length):
+    """Set the value length of the record at offset ``at`` of the data file of ``dbpath``, in place.
+
+    In place, while a writer has the database open: its index still
+    points at every record as the sound log had them.
+    """
+    with open(dbpath / "data", "r+b") as file:
+        file.seek(at + 4)
+        file.write(length.to_bytes(4, "big"))
+
+
+@pytest.mark.parametrize("recover", [False, True])
+def test_a_damaged_length_in_a_dead_record_that_skips_sound_ones_loses_none(
+    dbopen, dbpath, recover
+):
+    """A dead record's value length that now ends it on a later record's start.
+
+    The walk jumps over the sound live record ``b`` between them. Catches
+    the count of copied records taking ``b`` for damaged: refused naming
+    an intact record (or offset 0, the header, on the compiled kernel),
+    and with ``recover=True`` ``b`` deleted.
+    """
+    old, middle = put_record(b"a", b"old"), put_record(b"b", b"sound")
+    write_data(dbpath, old, middle, AFTER, BEFORE)
+    with dbopen(dbpath, "w") as database:
+        set_value_length(dbpath, len(HEADER), 3 + len(middle))
+        assert database.compact(recover=recover) == 0
+        assert dict(database.items()) == {b"a": b"1", b"b": b"sound", b"c": b"3"}
+    assert records_after_start(data_bytes(dbpath)) == middle + AFTER + BEFORE
+
+
+def test_a_damaged_length_in_a_live_record_is_named_and_only_it_left_out(dbopen, dbpath):
+    """A live record's value length that now ends it on the start of the one after next.
+
+    Catches a refusal naming the sound record the walk jumped over
+    (offset 124 where ``b`` is at 110), and ``recover=True`` leaving out
+    that sound record with the damaged one (2 where 1 is right).
+    """
+    last = put_record(b"d", b"4")
+    write_data(dbpath, BEFORE, put_record(b"b", b"value"), AFTER, last)
+    at = len(HEADER) + len(BEFORE)
+    with dbopen(dbpath, "w") as database:
+        set_value_length(dbpath, at, 5 + len(AFTER))
+        with pytest.raises(semidbm.DBMChecksumError) as refused:
+            database.compact()
+        assert "checksum mismatch in the record of key b'b' at offset %d" % at in str(
+            refused.value)
+        assert database.compact(recover=True) == 1
+        assert dict(database.items()) == {b"a": b"1", b"c": b"3", b"d": b"4"}
+    assert records_after_start(data_bytes(dbpath)) == BEFORE + AFTER + last

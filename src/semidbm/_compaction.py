@@ -10,7 +10,7 @@ copied, is the kernel's own.
 
 import os
 
-from . import _files, _index_file, _messages
+from . import _checkpoint, _files, _index_file, _messages
 from .errors import DBMChecksumError, DBMError
 from .format import COMPACT_NAME, DATA_NAME
 
@@ -37,8 +37,9 @@ def damaged(path, offset, key=None):
     """The DBMChecksumError of a compaction refused at the damaged live record at ``offset``.
 
     ``offset`` is where the record starts in the data file ``path``;
-    ``key`` is its key when its checksum failed, None when its key or
-    lengths are what is damaged (``all_copied``). The compaction checks
+    ``key`` is its key when that still reads as the key the index holds
+    there (its value length or CRC-32 is what failed), None when its key
+    is damaged (``all_copied``). The compaction checks
     each record it copies: a damaged one copied would read as sound data
     to every later open, or, where the copy puts a zero byte beside a
     page boundary, end the new log there as lost data and take every
@@ -51,21 +52,27 @@ def damaged(path, offset, key=None):
     return DBMChecksumError(found + _messages.COMPACT_DAMAGED)
 
 
-def all_copied(path, live, copied, left_out, recover, uncopied):
-    """Check that a compaction's walk copied every live record; return how many it left out.
+def all_copied(out, live, copied, left_out, copy_by_index):
+    """Check that a compaction's walk accounted for every live record; return how many it left out.
 
-    The walk finds a live record by the key it reads there: a record
-    whose key or lengths were damaged since the index pointed at it reads
-    as another key, or none, and would be dropped unseen. So the ``live``
-    records the index holds must be the ``copied`` ones and the
-    ``left_out`` ones (damaged, with ``recover``). Any other is damaged:
-    refused naming the offset ``uncopied()`` returns, one of them, or with
-    ``recover`` counted with those left out.
+    The walk copies a live record where it lands on the offset the index
+    holds for the key it reads there. A length damaged since (in a dead
+    record or a live one) moves where it lands next: it jumps over sound
+    records, which it does not copy. So if the index's ``live`` records
+    are not the walk's ``copied`` ones and its ``left_out`` ones (damaged,
+    with ``recover``), the copy is started again from the index alone:
+    ``out`` is cut back to the new log's first checkpoint and
+    ``copy_by_index()`` copies each live record from the index's own
+    offset, in log order, refusing or leaving out (``recover``) only one
+    whose own bytes are not sound: its lengths run past the log, its key
+    is not the one the index holds there, or its CRC-32 does not match
+    (docs/durability.md, "Compaction"). It returns how many it left out.
     """
-    missed = live - copied - left_out
-    if missed and not recover:
-        raise damaged(path, uncopied())
-    return left_out + missed
+    if copied + left_out == live:
+        return left_out
+    os.lseek(out, _checkpoint.START_SIZE, os.SEEK_SET)
+    os.ftruncate(out, _checkpoint.START_SIZE)
+    return copy_by_index()
 
 
 def write_compacted(directory, fd, write_records, header):

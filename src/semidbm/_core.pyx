@@ -918,11 +918,10 @@ cdef class Store:
             cdef Py_ssize_t damaged = 0
             cdef Py_ssize_t copied = 0
             empty_at = self.write_live(out, progress, recover, &damaged, &copied)
-            damaged = _compaction.all_copied(self.path, index_live(&self.index), copied, damaged,
-                                             recover, lambda: self.uncopied_live())
             if empty_at:
-                self.write_seal(out, empty_at)
-            return damaged
+                self.write_seal(out, empty_at)  # cut off with the rest if copied again
+            return _compaction.all_copied(out, index_live(&self.index), copied, damaged,
+                                          lambda: self.write_by_index(out, recover))
 
         with self.guard:
             self.check_writable("compact")
@@ -962,7 +961,7 @@ cdef class Store:
         mismatch raises DBMChecksumError (``_compaction.damaged``), or
         with ``recover`` leaves the record out, counted in ``damaged``;
         the records copied are counted in ``copied``, for ``compact`` to
-        check that none live was missed (``_compaction.all_copied``).
+        check that none live was jumped over (``_compaction.all_copied``).
         Calls ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP``. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
@@ -1037,31 +1036,59 @@ cdef class Store:
             progress(end, end)
         return written - RECORD_OVERHEAD if ends_empty else 0
 
-    cdef uint64_t uncopied_live(self) except? 0:
-        """The offset of a live record whose key or lengths no longer lead back to it.
+    cdef Py_ssize_t write_by_index(self, int out, bint recover) except -1:
+        """Copy each live record to the file ``out`` from the offset the index holds, in log order.
 
-        A compaction's walk did not copy it (``_compaction.all_copied``):
-        its lengths run past the log, or the key they frame is not live
-        there. 0 if there is none, which the caller's count rules out. The
-        compaction checked the mapped index file before its walk.
+        For ``_compaction.all_copied``, when the walk of the mapped log
+        jumped over live records. A record is copied if its own bytes are
+        sound: its lengths within the log, its key one the index holds
+        there, its CRC-32 matching; any other raises DBMChecksumError
+        (``_compaction.damaged``), or with ``recover`` is left out. Seals
+        the copy if its last record is the empty one (as ``compact`` does
+        after ``write_live``). Returns how many records were left out.
         """
         cdef size_t position = 0
-        cdef uint64_t offset, found
+        cdef uint64_t offset, found, size
+        cdef uint64_t end = self.log.disk_end
+        cdef uint64_t written = _checkpoint.START_SIZE
+        cdef uint64_t empty_at = 0
+        cdef Py_ssize_t left_out = 0
         cdef const char* record
-        cdef int32_t key_size
+        cdef int32_t key_size, value_size
+        cdef bint keyed
+        offsets = []
         while True:
             offset = keys_next_live(self, &position, False)
             if offset == 0:
-                return 0
+                break
+            offsets.append(offset)
+        offsets.sort()
+        for offset in offsets:
             record = log_record(&self.log, offset)
             key_size = <int32_t>load_be32(record)
-            if (key_size < 0 or <int32_t>load_be32(record + 4) < 0
-                    or <uint64_t>key_size > self.log.disk_end - offset - RECORD_OVERHEAD
-                    or keys_find(self, record + LENGTHS_SIZE, key_size,
-                                 hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
-                                 &found) != 1
-                    or found != offset):
-                return offset
+            value_size = <int32_t>load_be32(record + 4)
+            keyed = (end - offset >= RECORD_OVERHEAD and key_size >= 0
+                     and <uint64_t>key_size <= end - offset - RECORD_OVERHEAD
+                     and keys_find(self, record + LENGTHS_SIZE, key_size,
+                                   hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
+                                   &found) == 1
+                     and found == offset)
+            size = RECORD_OVERHEAD + <uint64_t>key_size + <uint64_t>value_size
+            if keyed and value_size >= 0 and size <= end - offset and crc32(
+                0, record + LENGTHS_SIZE, key_size + value_size
+            ) == load_be32(record + LENGTHS_SIZE + key_size + value_size):
+                write_or_raise(out, record, size)
+                empty_at = written if size == RECORD_OVERHEAD else 0
+                written += size
+            elif not recover:
+                raise _compaction.damaged(
+                    self.path, offset,
+                    PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size) if keyed else None)
+            else:
+                left_out += 1
+        if empty_at:
+            self.write_seal(out, empty_at)
+        return left_out
 
     def refresh(self):
         """``_interface.Store.refresh``: the new log is read into a copy (see ``replay_copy``)."""

@@ -667,8 +667,9 @@ class Store:
 
         Each record's checksum is checked before it is copied: a mismatch
         raises DBMChecksumError (``_compaction.damaged``), or with
-        ``recover`` leaves the record out; so does a live record the walk
-        did not find, its key or lengths damaged (``_compaction.all_copied``).
+        ``recover`` leaves the record out; a walk that did not account for
+        every live record (a damaged length jumped over some) is started
+        again from the index (``_compaction.all_copied``).
         Calls ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP``. A log other than the
         one this store wrote raises ``_messages.CHANGED_UNDER``.
@@ -686,9 +687,14 @@ class Store:
             )
             try:
                 for start, key, value_start, value_length, stop in records:
-                    if self._index.get(key) != (value_start, value_length):
+                    live = self._index.get(key)
+                    if live is None or live[0] != value_start:
                         continue  # a delete, or a value replaced since
-                    if not _records.checksum_matches(data, key, value_start, stop):
+                    # A value length other than the index's is damage, as
+                    # the compiled kernel's CRC-32 over that length finds.
+                    if live[1] != value_length or not _records.checksum_matches(
+                        data, key, value_start, stop
+                    ):
                         if not recover:
                             raise _compaction.damaged(self.path, start, key)
                         damaged += 1
@@ -709,21 +715,66 @@ class Store:
                         next_report = stop + PROGRESS_STEP
             except DBMLoadError as exc:  # a corrupt record
                 stop = exc.offset
-        if stop != total:
-            raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
-        damaged = _compaction.all_copied(
-            self.path, len(self._index), len(index), damaged, recover, lambda: next(
-                value_start - LENGTHS_SIZE - len(key)
-                for key, (value_start, _) in self._index.items()
-                if key not in index
-            ),
-        )
+            if stop != total:
+                raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
+
+            def copy_by_index():
+                nonlocal index, written, chunk
+                index, written, chunk, left_out = self._copy_by_index(
+                    data, out, min(total, len(data)), recover
+                )
+                return left_out
+
+            damaged = _compaction.all_copied(
+                out, len(self._index), len(index), damaged, copy_by_index
+            )
         if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
             chunk += seal(written, index.__contains__)
         _files.write_all(out, chunk)
         if progress is not None:
             progress(total, total)
         return index, damaged
+
+    def _copy_by_index(self, data, out, end, recover):
+        """Copy each live record to ``out`` from the offset the index holds, in log order.
+
+        For ``_compaction.all_copied``, when the walk of the log ``data``
+        (``end`` bytes) jumped over live records. A record is copied if its
+        own bytes are sound: its lengths the index's, within the log, its
+        key the index's, its CRC-32 matching; any other raises
+        DBMChecksumError (``_compaction.damaged``), or with ``recover`` is
+        left out. Returns the new index, the new log's size, the bytes
+        still to write, and how many records were left out.
+        """
+        index = {}
+        chunk = bytearray()
+        written = _checkpoint.START_SIZE
+        left_out = 0
+        for key, (value_start, value_length) in sorted(
+            self._index.items(), key=lambda item: item[1][0]
+        ):
+            start = value_start - LENGTHS_SIZE - len(key)
+            stop = value_start + value_length + CHECKSUM_SIZE
+            keyed = data[start : start + 4] == len(key).to_bytes(4, "big") and (
+                data[start + LENGTHS_SIZE : value_start] == key
+            )
+            if (
+                keyed
+                and stop <= end
+                and data[start + 4 : start + LENGTHS_SIZE] == value_length.to_bytes(4, "big")
+                and _records.checksum_matches(data, key, value_start, stop)
+            ):
+                if len(chunk) > COMPACT_CHUNK:
+                    _files.write_all(out, chunk)
+                    chunk.clear()
+                chunk += data[start:stop]
+                index[key] = (written + value_start - start, value_length)
+                written += stop - start
+            elif not recover:
+                raise _compaction.damaged(self.path, start, key if keyed else None)
+            else:
+                left_out += 1
+        return index, written, chunk, left_out
 
     def refresh(self):
         """``_interface.Store.refresh``: the new log is read a chunk at a time (``catch_up``)."""

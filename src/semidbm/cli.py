@@ -173,13 +173,18 @@ def build_parser():
         "rewrite the data file with only the live records",
         "Rewrite the data file of DB with only the live records, checking each "
         "record's checksum as it is copied: a damaged one stops the compaction, "
-        "which then changes nothing (exit status 1), unless --recover.",
+        "which then changes nothing (exit status 1), unless --recover. So does a "
+        "log that cannot be read past some offset when records follow (a damaged "
+        "record or batch, not a cut write), unless --recover, which sets the "
+        "log from there on aside in data.torn-OFFSET and compacts the records "
+        "before it.",
     )
     sub.add_argument("database", metavar="DB")
     sub.add_argument(
         "--recover",
         action="store_true",
-        help="leave damaged records out (their keys are then gone) instead of refusing",
+        help="leave damaged records out (their keys are then gone), and set an "
+        "unreadable tail aside in data.torn-OFFSET, instead of refusing",
     )
 
     sub = command(
@@ -515,11 +520,13 @@ def run_compact(args):
             "says more; semidbm compact --recover compacts the records before it"
             % (args.database, found.tail_offset, _bytes(found.tail), kept)
         )
-    with db.open(args.database, "w") as database:
-        data_path = database.path
-        before = os.path.getsize(data_path)
+    # Measured before the open, which cuts an unreadable tail off: the
+    # size freed counts the tail set aside. ``recover`` lets the open set
+    # aside a tail of any length, as --recover asked.
+    before = found.file_size
+    with db.open(args.database, "w", recover=args.recover) as database:
         damaged = database.compact(recover=args.recover)
-        after = os.path.getsize(data_path)
+        after = os.path.getsize(database.path)
     print(
         "compacted %s: %s -> %s (freed %s)"
         % (args.database, human_bytes(before), human_bytes(after), human_bytes(before - after))
