@@ -1064,19 +1064,29 @@ cdef class Store:
             offsets.append(offset)
         offsets.sort()
         for offset in offsets:
-            record = log_record(&self.log, offset)
-            key_size = <int32_t>load_be32(record)
-            value_size = <int32_t>load_be32(record + 4)
-            keyed = (end - offset >= RECORD_OVERHEAD and key_size >= 0
-                     and <uint64_t>key_size <= end - offset - RECORD_OVERHEAD
-                     and keys_find(self, record + LENGTHS_SIZE, key_size,
-                                   hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
-                                   &found) == 1
-                     and found == offset)
-            size = RECORD_OVERHEAD + <uint64_t>key_size + <uint64_t>value_size
-            if keyed and value_size >= 0 and size <= end - offset and crc32(
-                0, record + LENGTHS_SIZE, key_size + value_size
-            ) == load_be32(record + LENGTHS_SIZE + key_size + value_size):
+            # No byte is read before the offset is known to frame a record's lengths within the
+            # log (an index file's slot may point anywhere), nor a key or value before its
+            # length is known to lie within it.
+            keyed = False
+            value_size = -1
+            if end >= RECORD_OVERHEAD and HEADER_SIZE <= offset <= end - RECORD_OVERHEAD:
+                record = log_record(&self.log, offset)
+                key_size = <int32_t>load_be32(record)
+                value_size = <int32_t>load_be32(record + 4)
+                keyed = (key_size >= 0
+                         and <uint64_t>key_size <= end - offset - RECORD_OVERHEAD
+                         and keys_find(self, record + LENGTHS_SIZE, key_size,
+                                       hash_key(self.index.seed, record + LENGTHS_SIZE,
+                                                key_size),
+                                       &found) == 1
+                         and found == offset)
+            if keyed and value_size >= 0:
+                size = RECORD_OVERHEAD + <uint64_t>key_size + <uint64_t>value_size
+            else:
+                size = 0
+            if size and size <= end - offset and crc32(
+                0, record + LENGTHS_SIZE, <size_t>key_size + <size_t>value_size
+            ) == load_be32(record + LENGTHS_SIZE + <size_t>key_size + <size_t>value_size):
                 write_or_raise(out, record, size)
                 empty_at = written if size == RECORD_OVERHEAD else 0
                 written += size
