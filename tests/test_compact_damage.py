@@ -6,13 +6,13 @@ naming its key and offset, the database unchanged), or with
 ``recover=True`` left out and counted. Both kernels, on files built by
 hand and on damage that happens while a writer has the database open;
 the case where the copy would land where the lost-data rule ends the
-new log; a live record damaged in its key or lengths, which the walk
-cannot find by its key; and the command's ``compact --recover`` and
-``stats --verify``. Without the check in the kernels' copy (the CRC-32
-comparison of the compiled kernel's ``write_live``, the
-``checksum_matches`` of the pure kernel's ``_write_live_records``) every
-test here fails but the batches' and the key's or lengths' (each says
-what it catches).
+new log; a record damaged in its key or lengths, which the walk cannot
+find by its key or read past, so that the copy starts again from the
+index; and the command's ``compact --recover`` and ``stats --verify``.
+Without the check in the kernels' walk (the CRC-32 comparison of the
+compiled kernel's ``write_live``, the ``checksum_matches`` of the pure
+kernel's ``_write_live_records``) every test here of a damaged value
+fails; the tests of damaged keys and lengths each say what they catch.
 """
 
 import json
@@ -22,7 +22,7 @@ import warnings
 import pytest
 
 import semidbm
-from semidbm import _checkpoint, cli, db
+from semidbm import _checkpoint, _kernel, cli, db
 from semidbm._progress import human_bytes
 from semidbm.format import DISK_PAGE, HEADER, LENGTHS_SIZE
 
@@ -145,20 +145,32 @@ def test_a_live_record_damaged_in_its_key_or_lengths_is_refused_or_counted(
         assert dict(database.items()) == {b"alpha": b"A" * 8, b"gamma": b"C" * 8}
 
 
-def test_a_batch_damaged_after_the_writer_opened_is_a_change_under_it(dbopen, dbpath):
-    # Its body's checksum, which the replay checked, fails now: the file changed under the
-    # writer (reopened, the replay reads it as lost data). No record of it is copied.
+def test_a_batch_damaged_after_the_writer_opened_loses_only_its_damaged_record(dbopen, dbpath):
+    """A batch's records are judged one by one, as any others, on both kernels.
+
+    Its body's checksum, which the replay checked, fails now; reopened,
+    the replay would read the batch as lost data, but the writer's index
+    still holds its keys: the damaged record is named, or with
+    ``recover=True`` left out, and the batch's sound record copied.
+    Catches the pure kernel's walk, which stops at the batch, refusing
+    it as a log changed under the writer while the compiled kernel's
+    walk steps into the batch (the kernels disagreed).
+    """
     with dbopen(dbpath, "c", format=2) as database:
         database[b"a"] = b"1"
         with database.batch() as batch:
             batch[b"b"] = b"value"
+            batch[b"c"] = b"3"
         database.sync()
-        batch_at = len(data_bytes(dbpath)) - len(put_record(b"b", b"value")) - 12
+        before = data_bytes(dbpath)
+        b_at = before.index(put_record(b"b", b"value"))
         damage_the_value(dbpath, b"value")
-        for recover in (False, True):
-            with pytest.raises(semidbm.error, match="changed under the open database at "
-                               "offset %d" % batch_at):
-                database.compact(recover=recover)
+        with pytest.raises(semidbm.DBMChecksumError, match="key b'b' at offset %d" % b_at):
+            database.compact()
+        assert database.compact(recover=True) == 1
+        assert dict(database.items()) == {b"a": b"1", b"c": b"3"}
+    with dbopen(dbpath) as reader:
+        assert dict(reader.items()) == {b"a": b"1", b"c": b"3"} and reader.torn_tail is None
 
 
 def test_a_damaged_record_copied_where_the_new_log_would_end_it_as_lost_data(dbopen, dbpath):
@@ -349,3 +361,102 @@ def test_a_damaged_length_in_a_live_record_is_named_and_only_it_left_out(dbopen,
         assert database.compact(recover=True) == 1
         assert dict(database.items()) == {b"a": b"1", b"c": b"3", b"d": b"4"}
     assert records_after_start(data_bytes(dbpath)) == BEFORE + AFTER + last
+
+
+@pytest.mark.parametrize(
+    "change", [-2, 3, 7, 1000], ids=["shorter", "into-lengths", "into-key", "past-the-log"]
+)
+def test_a_damaged_length_that_ends_a_live_record_inside_the_next_is_named_or_left_out(
+    dbopen, dbpath, change
+):
+    """A live record's value length that now ends it inside a record, or past the log.
+
+    Both kernels name the record and, with ``recover=True``, leave out it
+    alone: the walk that landed inside the next record stops, and the
+    copy from the index's offsets finds ``c`` and ``d`` sound. Catches
+    the walk reading on from where the damaged length ends, which
+    refused the compaction as a log "changed under the open database",
+    recover or not (``into-lengths`` ends ``b`` on zeros, where the pure
+    kernel's lost-data rule stopped it; ``past-the-log`` ran past the end).
+    """
+    last = put_record(b"d", b"4")
+    write_data(dbpath, BEFORE, put_record(b"b", b"value"), AFTER, last)
+    at = len(HEADER) + len(BEFORE)
+    with dbopen(dbpath, "w") as database:
+        set_value_length(dbpath, at, len(b"value") + change)
+        with pytest.raises(semidbm.DBMChecksumError) as refused:
+            database.compact()
+        assert "checksum mismatch in the record of key b'b' at offset %d" % at in str(
+            refused.value)
+        assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+        assert database.compact(recover=True) == 1
+        assert dict(database.items()) == {b"a": b"1", b"c": b"3", b"d": b"4"}
+    assert records_after_start(data_bytes(dbpath)) == BEFORE + AFTER + last
+
+
+@pytest.mark.parametrize("recover", [False, True])
+def test_a_damaged_key_length_that_lands_the_walk_inside_a_record_loses_none(
+    dbopen, dbpath, recover
+):
+    """A dead record's key length that ends it inside the live record after it.
+
+    The walk cannot read on; the copy from the index's offsets finds
+    every live record sound, so nothing is refused or left out. Catches
+    the walk's stop taken as a log changed under the writer (refused,
+    recover or not).
+    """
+    old, sound = put_record(b"a", b"old"), put_record(b"b", b"sound")
+    write_data(dbpath, old, sound, BEFORE)
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:  # in place: the index is the sound log's
+            file.seek(len(HEADER))
+            file.write((1 + len(old) + 3).to_bytes(4, "big"))
+        assert database.compact(recover=recover) == 0
+        assert dict(database.items()) == {b"a": b"1", b"b": b"sound"}
+    assert records_after_start(data_bytes(dbpath)) == sound + BEFORE
+
+
+def test_both_kernels_name_the_first_damaged_live_record_in_log_order(dbopen, dbpath):
+    """Damage in several places: the refusal names the first damaged live record, on both kernels.
+
+    ``L1``'s key is damaged (the walk takes it for a dead record), the
+    dead ``a`` after it ends in zeros (the pure kernel's walk stops
+    there, by the lost-data rule; the compiled one's walks on), and
+    ``L2``'s value is damaged. Catches the compiled kernel's walk naming
+    ``L2``, the first damaged record it could read as live, where the
+    pure kernel named ``L1`` (the walk judged instead of the copy from
+    the index).
+    """
+    l1, old, l2 = put_record(b"L1", b"one"), put_record(b"a", b"old"), put_record(b"L2", b"two")
+    write_data(dbpath, l1, old, l2, BEFORE)
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:  # in place: the index is the sound log's
+            file.seek(len(HEADER) + LENGTHS_SIZE)
+            file.write(b"X")
+            file.seek(len(HEADER) + len(l1) + len(old) - 5)
+            file.write(bytes(5))
+            file.seek(len(HEADER) + len(l1) + len(old) + LENGTHS_SIZE + 2)
+            file.write(b"T")
+        with pytest.raises(semidbm.DBMChecksumError) as refused:
+            database.compact()
+        assert "the live record at offset %d is damaged" % len(HEADER) in str(refused.value)
+        assert database.compact(recover=True) == 2
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"a": b"1"}
+
+
+def test_the_pure_kernel_refuses_a_log_cut_under_the_writer(dbpath):
+    """A data file shorter than the log the writer read is a file changed under it.
+
+    The pure-Python kernel alone: the compiled one maps the file, and a
+    file cut under it is a documented limit (docs/limits.md). Catches the
+    walk taking the cut for damage and copying from the index, which
+    leaves the records past the cut out as damaged (``recover=True``).
+    """
+    write_data(dbpath, BEFORE, AFTER)
+    with db.open_with(_kernel.load("python"), dbpath, "w") as database:
+        os.truncate(dbpath / "data", len(HEADER) + len(BEFORE))
+        with pytest.raises(semidbm.error, match="changed under the open database at offset %d"
+                           % (len(HEADER) + len(BEFORE))):
+            database.compact(recover=True)
+        assert sorted(os.listdir(dbpath)) == ["data", "lock"]

@@ -52,24 +52,29 @@ def damaged(path, offset, key=None):
     return DBMChecksumError(found + _messages.COMPACT_DAMAGED)
 
 
-def all_copied(out, live, copied, left_out, copy_by_index):
-    """Check that a compaction's walk accounted for every live record; return how many it left out.
+def all_copied(out, live, copied, lost, copy_by_index):
+    """Check that a compaction's walk copied every live record; return how many were left out.
 
     The walk copies a live record where it lands on the offset the index
     holds for the key it reads there. A length damaged since (in a dead
     record or a live one) moves where it lands next: it jumps over sound
-    records, which it does not copy. So if the index's ``live`` records
-    are not the walk's ``copied`` ones and its ``left_out`` ones (damaged,
-    with ``recover``), the copy is started again from the index alone:
-    ``out`` is cut back to the new log's first checkpoint and
-    ``copy_by_index()`` copies each live record from the index's own
-    offset, in log order, refusing or leaving out (``recover``) only one
-    whose own bytes are not sound: its lengths run past the log, its key
-    is not the one the index holds there, or its CRC-32 does not match
-    (docs/durability.md, "Compaction"). It returns how many it left out.
+    records, which it does not copy, or lands inside one, where what it
+    reads next cannot be trusted. So the walk copies only while what it
+    meets is sound, and stops and sets ``lost`` at the first sign of
+    damage: a damaged live record, lengths that cannot be a record's or
+    run past the log. If ``lost`` is set, or the index's ``live`` records
+    are not the walk's ``copied`` ones, the copy is started again from
+    the index alone: ``out`` is cut back to the new log's first
+    checkpoint and ``copy_by_index()`` copies each live record from the
+    index's own offset, in log order, refusing or leaving out
+    (``recover``) only one whose own bytes are not sound: its lengths
+    run past the log, its key is not the one the index holds there, or
+    its CRC-32 does not match (docs/durability.md, "Compaction"). It
+    returns how many it left out; a walk that copied every live record
+    left out none.
     """
-    if copied + left_out == live:
-        return left_out
+    if copied == live and not lost:
+        return 0
     os.lseek(out, _checkpoint.START_SIZE, os.SEEK_SET)
     os.ftruncate(out, _checkpoint.START_SIZE)
     return copy_by_index()

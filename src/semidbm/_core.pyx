@@ -31,7 +31,7 @@ from cpython.unicode cimport PyUnicode_Check
 from libc.errno cimport EBUSY, EINTR, errno
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 from posix.types cimport pid_t
 
@@ -103,6 +103,13 @@ include "_core_pieces/bulk.pxi"
 include "_core_pieces/shards.pxi"
 # A shared writer's turn taken in C, for its single puts and deletes.
 include "_core_pieces/turns.pxi"
+
+
+cdef int compare_offsets(const void* a, const void* b) noexcept nogil:
+    """``qsort``'s order of two ``uint64_t`` offsets: ascending (``Store.write_by_index``)."""
+    cdef uint64_t first = (<const uint64_t*>a)[0]
+    cdef uint64_t second = (<const uint64_t*>b)[0]
+    return (first > second) - (first < second)
 
 
 cdef class Store:
@@ -915,13 +922,16 @@ cdef class Store:
             check_format(format)
 
         def write_records(out):
-            cdef Py_ssize_t damaged = 0
             cdef Py_ssize_t copied = 0
-            empty_at = self.write_live(out, progress, recover, &damaged, &copied)
+            cdef bint lost = False
+            empty_at = self.write_live(out, progress, &copied, &lost)
             if empty_at:
                 self.write_seal(out, empty_at)  # cut off with the rest if copied again
-            return _compaction.all_copied(out, index_live(&self.index), copied, damaged,
-                                          lambda: self.write_by_index(out, recover))
+            left_out = _compaction.all_copied(out, index_live(&self.index), copied, lost,
+                                              lambda: self.write_by_index(out, recover))
+            if progress is not None:
+                progress(self.log.disk_end, self.log.disk_end)
+            return left_out
 
         with self.guard:
             self.check_writable("compact")
@@ -951,20 +961,25 @@ cdef class Store:
                 raise failure
             return damaged
 
-    cdef uint64_t write_live(self, int out, object progress, bint recover,
-                             Py_ssize_t* damaged, Py_ssize_t* copied) except? 0:
+    cdef uint64_t write_live(self, int out, object progress, Py_ssize_t* copied,
+                             bint* lost) except? 0:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
         written on its own, and a batch's records as records of their
-        own. Each record's checksum is checked before it is copied: a
-        mismatch raises DBMChecksumError (``_compaction.damaged``), or
-        with ``recover`` leaves the record out, counted in ``damaged``;
-        the records copied are counted in ``copied``, for ``compact`` to
-        check that none live was jumped over (``_compaction.all_copied``).
-        Calls ``progress(done, total)`` as described in
-        ``_settings.PROGRESS_STEP``. Returns where the last record
-        copied starts if it is the empty one (``compact`` then seals it:
+        own. The walk stops at the first sign of damage and sets
+        ``lost``: a live record that runs past the log or whose CRC-32
+        does not match, or a record, live or not, whose lengths cannot be
+        a record's (a batch's head is stepped over, its records walked
+        as records). A damaged length no longer tells where the next
+        record starts, so ``compact`` then copies again from the index,
+        which judges every live record on its own bytes
+        (``_compaction.all_copied``). The records copied are counted in
+        ``copied``, for ``compact`` to check that none live was jumped
+        over. Calls ``progress(done, total)`` as described in
+        ``_settings.PROGRESS_STEP``, but not at the end, which
+        ``compact`` reports. Returns where the last record copied starts
+        if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
         """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
@@ -982,38 +997,29 @@ cdef class Store:
             raise MemoryError("cannot allocate the compaction buffer")
         try:
             while position < end:
+                if end - position < RECORD_OVERHEAD:
+                    lost[0] = True  # the index tells which live record, if any, is damaged
+                    break
                 record = self.log.map + position
                 key_size = <int32_t>load_be32(record)
                 value_size = <int32_t>load_be32(record + 4)
-                if value_size == BATCH and self.log.batches and (
-                    end - position >= RECORD_OVERHEAD
-                ):
-                    # Checked as the replay checked it, so that a batch damaged since
-                    # is refused as the pure kernel's walk refuses it.
-                    if not whole_batch(self.log.map, position, key_size, end):
-                        raise DBMError(CHANGED_UNDER % (self.path, position))
+                if value_size == BATCH and self.log.batches:
                     position += RECORD_OVERHEAD  # its records follow, back to back
                     continue
-                if key_size < 0 or value_size < DELETED or end - position < RECORD_OVERHEAD:
-                    raise DBMError(CHANGED_UNDER % (self.path, position))
+                if (key_size < 0 or value_size < DELETED
+                        or <uint64_t>key_size > end - position - RECORD_OVERHEAD):
+                    lost[0] = True
+                    break
                 size = RECORD_OVERHEAD + key_size + (value_size if value_size > 0 else 0)
-                if <uint64_t>size > end - position:
-                    raise DBMError(CHANGED_UNDER % (self.path, position))
                 if value_size != DELETED:
                     if keys_find(self, record + LENGTHS_SIZE, key_size,
                                  hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
                                  &live_offset) == 1 and live_offset == position:
-                        # The lengths were checked against the log's end above.
-                        if crc32(0, record + LENGTHS_SIZE, key_size + value_size) != load_be32(
-                            record + LENGTHS_SIZE + key_size + value_size
-                        ):
-                            if not recover:
-                                raise _compaction.damaged(
-                                    self.path, position,
-                                    PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
-                            damaged[0] += 1
-                            position += size
-                            continue
+                        if <uint64_t>size > end - position or crc32(
+                            0, record + LENGTHS_SIZE, key_size + value_size
+                        ) != load_be32(record + LENGTHS_SIZE + key_size + value_size):
+                            lost[0] = True
+                            break
                         if used + size > COMPACT_CHUNK:
                             write_or_raise(out, chunk, used)
                             used = 0
@@ -1028,42 +1034,69 @@ cdef class Store:
                         if progress is not None and position + size >= next_report:
                             progress(position + size, end)
                             next_report = position + size + PROGRESS_STEP
+                if <uint64_t>size > end - position:
+                    lost[0] = True
+                    break
                 position += size
             write_or_raise(out, chunk, used)
         finally:
             free(chunk)
-        if progress is not None:
-            progress(end, end)
         return written - RECORD_OVERHEAD if ends_empty else 0
 
     cdef Py_ssize_t write_by_index(self, int out, bint recover) except -1:
         """Copy each live record to the file ``out`` from the offset the index holds, in log order.
 
         For ``_compaction.all_copied``, when the walk of the mapped log
-        jumped over live records. A record is copied if its own bytes are
-        sound: its lengths within the log, its key one the index holds
-        there, its CRC-32 matching; any other raises DBMChecksumError
-        (``_compaction.damaged``), or with ``recover`` is left out. Seals
-        the copy if its last record is the empty one (as ``compact`` does
-        after ``write_live``). Returns how many records were left out.
+        lost its way or jumped over live records. A record is copied if
+        its own bytes are sound: its lengths within the log, its key one
+        the index holds there, its CRC-32 matching; any other raises
+        DBMChecksumError (``_compaction.damaged``), or with ``recover``
+        is left out. The offsets are sorted in an array of 8 bytes a live
+        key, half the index's own size or less. Seals the copy if its
+        last record is the empty one (as ``compact`` does after
+        ``write_live``). Returns how many records were left out.
         """
+        cdef size_t capacity = index_live(&self.index) + 1
+        cdef uint64_t* offsets = <uint64_t*>malloc(capacity * sizeof(uint64_t))
+        cdef uint64_t* grown
         cdef size_t position = 0
+        cdef size_t taken = 0
+        cdef uint64_t offset = 0
+        try:
+            while offsets != NULL:
+                offset = keys_next_live(self, &position, False)
+                if offset == 0:
+                    break
+                if taken == capacity:  # not with a count the index keeps right; never trusted
+                    capacity *= 2
+                    grown = <uint64_t*>realloc(offsets, capacity * sizeof(uint64_t))
+                    if grown == NULL:
+                        break
+                    offsets = grown
+                offsets[taken] = offset
+                taken += 1
+            if offsets == NULL or offset != 0:
+                raise MemoryError("cannot allocate the offsets of %d live records" % capacity)
+            qsort(offsets, taken, sizeof(uint64_t), compare_offsets)
+            return self.write_at_offsets(out, recover, offsets, taken)
+        finally:
+            free(offsets)
+
+    cdef Py_ssize_t write_at_offsets(self, int out, bint recover, const uint64_t* offsets,
+                                     size_t count) except -1:
+        """``write_by_index``'s copy, from ``count`` ``offsets`` in log order."""
         cdef uint64_t offset, found, size
         cdef uint64_t end = self.log.disk_end
         cdef uint64_t written = _checkpoint.START_SIZE
         cdef uint64_t empty_at = 0
         cdef Py_ssize_t left_out = 0
-        cdef const char* record
-        cdef int32_t key_size, value_size
+        cdef const char* record = NULL
+        cdef int32_t key_size = 0
+        cdef int32_t value_size
         cdef bint keyed
-        offsets = []
-        while True:
-            offset = keys_next_live(self, &position, False)
-            if offset == 0:
-                break
-            offsets.append(offset)
-        offsets.sort()
-        for offset in offsets:
+        cdef size_t at
+        for at in range(count):
+            offset = offsets[at]
             # No byte is read before the offset is known to frame a record's lengths within the
             # log (an index file's slot may point anywhere), nor a key or value before its
             # length is known to lie within it.

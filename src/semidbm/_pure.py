@@ -665,26 +665,30 @@ class Store:
         """Copy the records the index points at to ``out``, in log order; return their new index
         and how many damaged ones were left out.
 
-        Each record's checksum is checked before it is copied: a mismatch
-        raises DBMChecksumError (``_compaction.damaged``), or with
-        ``recover`` leaves the record out; a walk that did not account for
-        every live record (a damaged length jumped over some) is started
-        again from the index (``_compaction.all_copied``).
-        Calls ``progress(done, total)`` as described in
-        ``_settings.PROGRESS_STEP``. A log other than the
-        one this store wrote raises ``_messages.CHANGED_UNDER``.
+        The walk stops at the first sign of damage: a live record whose
+        value length is not the index's or whose checksum does not match,
+        and wherever :func:`walk` stops short of the end (lengths that
+        cannot be a record's, a record that runs past the log, a batch
+        that no longer reads whole, lost data). The copy is then started
+        again from the index, which judges every live record on its own
+        bytes, as it is when the walk jumped over live records
+        (``_compaction.all_copied``). A log shorter than the one this
+        store wrote raises ``_messages.CHANGED_UNDER``. Calls
+        ``progress(done, total)`` as described in
+        ``_settings.PROGRESS_STEP``.
         """
         total = self._disk_end
         index = {}
-        damaged = 0
         chunk = bytearray()
         written = _checkpoint.START_SIZE
         next_report = PROGRESS_STEP
         stop = HEADER_SIZE
+        lost = False
         with map_file(self._fd, self.path) as data:
-            records = walk(
-                data, HEADER_SIZE, self.path, end=min(total, len(data)), batches=self._batches
-            )
+            end = min(total, len(data))
+            if end != total:
+                raise DBMError(_messages.CHANGED_UNDER % (self.path, end))
+            records = walk(data, HEADER_SIZE, self.path, end=end, batches=self._batches)
             try:
                 for start, key, value_start, value_length, stop in records:
                     live = self._index.get(key)
@@ -695,10 +699,8 @@ class Store:
                     if live[1] != value_length or not _records.checksum_matches(
                         data, key, value_start, stop
                     ):
-                        if not recover:
-                            raise _compaction.damaged(self.path, start, key)
-                        damaged += 1
-                        continue
+                        lost = True
+                        break
                     size = stop - start
                     if len(chunk) + size > COMPACT_CHUNK:
                         _files.write_all(out, chunk)
@@ -713,21 +715,18 @@ class Store:
                     if progress is not None and stop >= next_report:
                         progress(stop, total)
                         next_report = stop + PROGRESS_STEP
-            except DBMLoadError as exc:  # a corrupt record
-                stop = exc.offset
-            if stop != total:
-                raise DBMError(_messages.CHANGED_UNDER % (self.path, stop))
+                else:
+                    lost = stop != end
+            except DBMLoadError:  # lengths that cannot be a record's
+                lost = True
 
             def copy_by_index():
                 nonlocal index, written, chunk
-                index, written, chunk, left_out = self._copy_by_index(
-                    data, out, min(total, len(data)), recover
-                )
+                index, written, chunk, left_out = self._copy_by_index(data, out, end, recover)
                 return left_out
 
-            damaged = _compaction.all_copied(
-                out, len(self._index), len(index), damaged, copy_by_index
-            )
+            damaged = _compaction.all_copied(out, len(self._index), len(index), lost,
+                                             copy_by_index)
         if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
             chunk += seal(written, index.__contains__)
         _files.write_all(out, chunk)
