@@ -317,8 +317,12 @@ def install_checkout(session, *extras):
 
 
 def session_python_tag(session):
-    """The extension suffix of the session's Python (``.cpython-311-x86_64-linux-gnu.so``)."""
-    return session.run(
+    """The extension suffix of the session's Python (``.cpython-311-x86_64-linux-gnu.so``).
+
+    Asked with ``run_install``, which ``--install-only`` runs too (``run``
+    returns None there).
+    """
+    return session.run_install(
         "python", "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))",
         silent=True,
     ).strip()

@@ -11,10 +11,11 @@ docs``).
 - Each block runs alone, in an empty directory of its own (its working
   directory): a block must make what it uses, as a reader starting from
   nothing would, so no block depends on another or on their order.
-- README.md's blocks also run all in order, in one directory
-  (``test_readme_top_to_bottom``), as a reader who follows it from the
-  top would run them: no block may break a later one (a database name
-  taken twice, a later command reporting on an earlier block's database).
+- README.md's and Getting started's blocks also run all in order, each
+  page's in one directory (``test_read_top_to_bottom``), as a reader who
+  follows it from the top would run them: no block may break a later one
+  (a database name taken twice, a later command reporting on an earlier
+  block's database).
 - README.md's install commands (``pip install .``) build and install,
   which no test of the suite does: the packaging session runs them in a
   fresh environment, then README's version check on what they installed
@@ -340,15 +341,21 @@ def test_block(block, kernel, tmp_path):
     run_block(block, tmp_path, kernel_name(kernel))
 
 
-def test_readme_top_to_bottom(kernel, tmp_path):
+@pytest.mark.parametrize("document", ["README.md", "docs/getting-started.md"])
+def test_read_top_to_bottom(kernel, tmp_path, document):
+    """A page a newcomer follows step by step: its blocks, run in order in one directory, work.
+
+    Catches a block that breaks a later one (the README's "Use" made
+    ``cache.db``, so its later ``semidbm convert old cache.db`` refused).
+    """
     blocks = [
         block
         for block in BLOCKS
-        if block.document == "README.md" and block.skip_reason is None
+        if block.document == document and block.skip_reason is None
         and block.language in RUNNERS
     ]
     if not blocks:
-        pytest.skip("README.md is not beside tests/: this copy of the tests came without it")
+        pytest.skip("%s is not beside tests/: this copy of the tests came without it" % document)
     for block in blocks:
         skip_unless_importable(block)
     run_blocks(blocks, tmp_path, kernel_name(kernel))
