@@ -27,7 +27,7 @@ from semidbm._progress import human_bytes
 from semidbm.format import DISK_PAGE, HEADER, LENGTHS_SIZE
 
 from .support.log import records_after_start
-from .support.records import data_bytes, put_record, write_data
+from .support.records import data_bytes, delete_record, put_record, write_data
 
 
 def damaged(record):
@@ -460,3 +460,123 @@ def test_the_pure_kernel_refuses_a_log_cut_under_the_writer(dbpath):
                            % (len(HEADER) + len(BEFORE))):
             database.compact(recover=True)
         assert sorted(os.listdir(dbpath)) == ["data", "lock"]
+
+
+def test_zeros_over_a_live_empty_keys_lengths_are_no_sound_empty_record(dbopen, dbpath):
+    """Zeros over ``b''``'s value length and its value's first bytes read as twelve zero bytes.
+
+    Twelve zero bytes are a record whose checksum of nothing matches (0),
+    so the CRC-32 alone takes them for ``b''`` set to ``b''``; as the
+    replay reads zero runs, they are sound only if a sound record follows
+    the run (docs/FORMAT.md, "Zero runs"). Catches the compiled kernel,
+    whose index holds no value lengths, copying ``b''`` with an empty
+    value and returning 0 (``sound_live_size`` without its zero-run rule).
+    """
+    write_data(dbpath, put_record(b"", b"important value"), BEFORE, AFTER)
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:  # a lost sector's zeros
+            file.seek(len(HEADER) + 4)
+            file.write(bytes(12))
+        with pytest.raises(semidbm.DBMChecksumError, match="key b'' at offset %d" % len(HEADER)):
+            database.compact()
+        assert database.compact(recover=True) == 1
+    with dbopen(dbpath) as database:
+        assert dict(database.items()) == {b"a": b"1", b"c": b"3"}
+
+
+def test_the_seal_takes_a_key_the_old_log_holds_none_of_on_both_kernels(dbopen, dbpath, kernel):
+    """A compaction that leaves ``b'\\0'`` out and ends in the empty record seals it alike.
+
+    The seal's key is the shortest run of zero bytes the database does
+    not hold; both kernels ask the index of the log being compacted, so
+    ``b'\\0'`` (live there, left out of the copy) is not taken. Catches
+    the pure kernel asking the new index (a seal of ``b'\\0'``: other
+    bytes than the compiled kernel's).
+    """
+    zero, empty = put_record(b"\x00", b"vv"), put_record(b"", b"")
+    # A sound record follows the empty one (it is no lost page), then goes.
+    write_data(dbpath, zero, empty, put_record(b"z", b"e"), delete_record(b"z"))
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:
+            file.seek(len(HEADER) + LENGTHS_SIZE + 1)  # b'\0''s value
+            file.write(b"X")
+        assert database.compact(recover=True) == 1
+    key = b"\x00\x00"
+    assert records_after_start(data_bytes(dbpath)) == (
+        empty + put_record(key, b"") + delete_record(key))
+
+
+def test_with_an_index_file_a_damaged_live_record_is_judged_without_dropping_it(
+    dbopen, dbpath, kernel
+):
+    """An index file mapped, ``b``'s value length damaged to run past the log.
+
+    The compiled kernel's lookup there finds the slot's record unsound:
+    the compaction counts it damaged, naming the key as the pure kernel
+    does, and keeps the index it copies by. Catches a lookup that drops
+    the index file mid-compaction (``keys_find`` for ``keys_find_kept``):
+    the keys were then rebuilt from the damaged log, ``b``'s dead value
+    came back, and the records past the damage were lost.
+    """
+    with dbopen(dbpath, "c") as database:
+        database[b"b"] = b"old"
+        database[b"b"] = b"new"
+        for number in range(5):
+            database[b"f%d" % number] = b"%d" % number * (1 << 20)
+    # The compiled kernel writes an index file at this close; the pure one never does.
+    assert ("index" in os.listdir(dbpath)) == (kernel.__name__ == "semidbm._core")
+    live_b = data_bytes(dbpath).index(put_record(b"b", b"new"))
+    with dbopen(dbpath, "w") as database:
+        set_value_length(dbpath, live_b, 10**9)
+        with pytest.raises(semidbm.DBMChecksumError,
+                           match="key b'b' at offset %d" % live_b):
+            database.compact()
+        assert database.compact(recover=True) == 1
+        assert sorted(database.keys()) == [b"f%d" % number for number in range(5)]
+    with dbopen(dbpath) as database:
+        assert sorted(database.keys()) == [b"f%d" % number for number in range(5)]
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["walked", "copied-again"])
+def test_both_kernels_report_progress_alike(dbopen, dbpath, stopped):
+    """The progress calls of a compaction past damage: the same on both kernels.
+
+    The dead ``a`` ends in a zero where its checksum was (the replay's
+    lost-data rule would stop there); the walk reads lengths only and
+    goes on. With ``stopped``, ``k50``'s value is damaged too: the walk
+    stops there and the copy starts again from the index, reporting
+    from the start, ``k50`` left out. Catches the pure kernel walking
+    with the replay's rules (no call before the end), and a copy from
+    the index that reports nothing.
+    """
+    old = put_record(b"a", b"old")
+    big = [put_record(b"k%d" % number, b"v" * 30000) for number in range(100)]
+    write_data(dbpath, old, *big, BEFORE)
+    ends = [len(HEADER) + len(old) + sum(map(len, big[: count + 1])) for count in range(100)]
+    total = ends[-1] + len(BEFORE)
+    calls = []
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:
+            file.seek(len(HEADER) + len(old) - 1)
+            file.write(b"\0")
+            if stopped:
+                file.seek(ends[49] + LENGTHS_SIZE + 3 + 100)
+                file.write(b"X")
+        left_out = database.compact(
+            progress=lambda done, total: calls.append((done, total)), recover=True)
+
+    def reports(copied):
+        made, last = [], 0
+        for end in copied:
+            if end >= last + (1 << 20):
+                made.append((end, total))
+                last = end
+        return made
+
+    if stopped:
+        assert left_out == 1
+        expected = reports(ends[:50]) + reports(ends[:50] + ends[51:])
+    else:
+        assert left_out == 0
+        expected = reports(ends)
+    assert calls == expected + [(total, total)]

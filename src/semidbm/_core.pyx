@@ -106,9 +106,9 @@ include "_core_pieces/turns.pxi"
 
 
 cdef int compare_offsets(const void* a, const void* b) noexcept nogil:
-    """``qsort``'s order of two ``uint64_t`` offsets: ascending (``Store.write_by_index``)."""
-    cdef uint64_t first = (<const uint64_t*>a)[0]
-    cdef uint64_t second = (<const uint64_t*>b)[0]
+    """``qsort``'s order of two slots: by their offsets, ascending (``Store.write_by_index``)."""
+    cdef uint64_t first = (<const Slot*>a).offset
+    cdef uint64_t second = (<const Slot*>b).offset
     return (first > second) - (first < second)
 
 
@@ -540,7 +540,12 @@ cdef class Store:
                               len(sealed) - RECORD_OVERHEAD)
 
     cdef bint holds_zeros(self, Py_ssize_t size) except -1:
-        """Whether the key of ``size`` zero bytes is live (applying pending updates first)."""
+        """Whether the key of ``size`` zero bytes is live (applying pending updates first).
+
+        A mapped slot whose check fails counts as live (``keys_find_kept``):
+        the seal then takes a longer key, and a compaction's seal never
+        drops the index it copies by.
+        """
         cdef char* key = <char*>calloc(size, 1)
         cdef uint64_t offset
         if key == NULL:
@@ -548,8 +553,8 @@ cdef class Store:
         try:
             if self.index.table.pending_count:
                 keys_apply_pending(self)
-            return keys_find(self, key, size, hash_key(self.index.seed, key, size),
-                             &offset) == 1
+            return keys_find_kept(self, key, size, hash_key(self.index.seed, key, size),
+                                  &offset) != 0
         finally:
             free(key)
 
@@ -928,7 +933,7 @@ cdef class Store:
             if empty_at:
                 self.write_seal(out, empty_at)  # cut off with the rest if copied again
             left_out = _compaction.all_copied(out, index_live(&self.index), copied, lost,
-                                              lambda: self.write_by_index(out, recover))
+                                              lambda: self.write_by_index(out, progress, recover))
             if progress is not None:
                 progress(self.log.disk_end, self.log.disk_end)
             return left_out
@@ -968,17 +973,18 @@ cdef class Store:
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
         written on its own, and a batch's records as records of their
         own. The walk stops at the first sign of damage and sets
-        ``lost``: a live record that runs past the log or whose CRC-32
-        does not match, or a record, live or not, whose lengths cannot be
-        a record's (a batch's head is stepped over, its records walked
-        as records). A damaged length no longer tells where the next
-        record starts, so ``compact`` then copies again from the index,
-        which judges every live record on its own bytes
-        (``_compaction.all_copied``). The records copied are counted in
-        ``copied``, for ``compact`` to check that none live was jumped
-        over. Calls ``progress(done, total)`` as described in
-        ``_settings.PROGRESS_STEP``, but not at the end, which
-        ``compact`` reports. Returns where the last record copied starts
+        ``lost``: a live record whose own bytes are not sound
+        (``sound_live_size``), a slot of the mapped index whose check
+        fails (``keys_find_kept``: the index is never dropped here), or a
+        record, live or not, whose lengths cannot be a record's (a
+        batch's head is stepped over, its records walked as records). A
+        damaged length no longer tells where the next record starts, so
+        ``compact`` then copies again from the index, which judges every
+        live record on its own bytes (``_compaction.all_copied``). The
+        records copied are counted in ``copied``, for ``compact`` to
+        check that none live was jumped over. Calls ``progress(done,
+        total)`` as described in ``_settings.PROGRESS_STEP``, but not at
+        the end, which ``compact`` reports. Returns where the last record copied starts
         if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
         """
@@ -989,6 +995,7 @@ cdef class Store:
         cdef Py_ssize_t used = 0
         cdef Py_ssize_t size
         cdef uint64_t live_offset
+        cdef Py_ssize_t found
         cdef int32_t key_size, value_size
         cdef const char* record
         cdef bint ends_empty = False  # the last record copied is an empty one
@@ -1012,12 +1019,15 @@ cdef class Store:
                     break
                 size = RECORD_OVERHEAD + key_size + (value_size if value_size > 0 else 0)
                 if value_size != DELETED:
-                    if keys_find(self, record + LENGTHS_SIZE, key_size,
-                                 hash_key(self.index.seed, record + LENGTHS_SIZE, key_size),
-                                 &live_offset) == 1 and live_offset == position:
-                        if <uint64_t>size > end - position or crc32(
-                            0, record + LENGTHS_SIZE, key_size + value_size
-                        ) != load_be32(record + LENGTHS_SIZE + key_size + value_size):
+                    found = keys_find_kept(
+                        self, record + LENGTHS_SIZE, key_size,
+                        hash_key(self.index.seed, record + LENGTHS_SIZE, key_size), &live_offset)
+                    if found == DAMAGED:
+                        lost[0] = True
+                        break
+                    if found == 1 and live_offset == position:
+                        if not sound_live_size(self.log.map, position, key_size, value_size, end,
+                                               self.log.batches):
                             lost[0] = True
                             break
                         if used + size > COMPACT_CHUNK:
@@ -1043,50 +1053,54 @@ cdef class Store:
             free(chunk)
         return written - RECORD_OVERHEAD if ends_empty else 0
 
-    cdef Py_ssize_t write_by_index(self, int out, bint recover) except -1:
+    cdef Py_ssize_t write_by_index(self, int out, object progress, bint recover) except -1:
         """Copy each live record to the file ``out`` from the offset the index holds, in log order.
 
         For ``_compaction.all_copied``, when the walk of the mapped log
         lost its way or jumped over live records. A record is copied if
-        its own bytes are sound: its lengths within the log, its key one
-        the index holds there, its CRC-32 matching; any other raises
-        DBMChecksumError (``_compaction.damaged``), or with ``recover``
-        is left out. The offsets are sorted in an array of 8 bytes a live
-        key, half the index's own size or less. Seals the copy if its
-        last record is the empty one (as ``compact`` does after
-        ``write_live``). Returns how many records were left out.
+        its own bytes are sound: its key the one the index holds there
+        (``keys_find_kept``), the rest as ``sound_live_size`` judges;
+        any other raises DBMChecksumError (``_compaction.damaged``,
+        naming the key where the one there still has its slot's hash),
+        or with ``recover`` is left out. The live slots are copied out
+        and sorted by offset, 12 bytes a live key (the index itself takes
+        about 18). Calls ``progress`` as the walk does, from the start
+        again. Seals the copy if its last record is the empty one (as
+        ``compact`` does after ``write_live``). Returns how many records
+        were left out.
         """
         cdef size_t capacity = index_live(&self.index) + 1
-        cdef uint64_t* offsets = <uint64_t*>malloc(capacity * sizeof(uint64_t))
-        cdef uint64_t* grown
+        cdef Slot* slots = <Slot*>malloc(capacity * sizeof(Slot))
+        cdef Slot* grown
         cdef size_t position = 0
         cdef size_t taken = 0
         cdef uint64_t offset = 0
         try:
-            while offsets != NULL:
+            while slots != NULL:
                 offset = keys_next_live(self, &position, False)
                 if offset == 0:
                     break
                 if taken == capacity:  # not with a count the index keeps right; never trusted
                     capacity *= 2
-                    grown = <uint64_t*>realloc(offsets, capacity * sizeof(uint64_t))
+                    grown = <Slot*>realloc(slots, capacity * sizeof(Slot))
                     if grown == NULL:
                         break
-                    offsets = grown
-                offsets[taken] = offset
+                    slots = grown
+                slots[taken] = keys_slot(self, position - 1)[0]
                 taken += 1
-            if offsets == NULL or offset != 0:
-                raise MemoryError("cannot allocate the offsets of %d live records" % capacity)
-            qsort(offsets, taken, sizeof(uint64_t), compare_offsets)
-            return self.write_at_offsets(out, recover, offsets, taken)
+            if slots == NULL or offset != 0:
+                raise MemoryError("cannot allocate the slots of %d live records" % capacity)
+            qsort(slots, taken, sizeof(Slot), compare_offsets)
+            return self.write_at_slots(out, progress, recover, slots, taken)
         finally:
-            free(offsets)
+            free(slots)
 
-    cdef Py_ssize_t write_at_offsets(self, int out, bint recover, const uint64_t* offsets,
-                                     size_t count) except -1:
-        """``write_by_index``'s copy, from ``count`` ``offsets`` in log order."""
+    cdef Py_ssize_t write_at_slots(self, int out, object progress, bint recover,
+                                   const Slot* slots, size_t count) except -1:
+        """``write_by_index``'s copy, from ``count`` live ``slots`` in log order."""
         cdef uint64_t offset, found, size
         cdef uint64_t end = self.log.disk_end
+        cdef uint64_t next_report = PROGRESS_STEP
         cdef uint64_t written = _checkpoint.START_SIZE
         cdef uint64_t empty_at = 0
         cdef Py_ssize_t left_out = 0
@@ -1096,33 +1110,31 @@ cdef class Store:
         cdef bint keyed
         cdef size_t at
         for at in range(count):
-            offset = offsets[at]
+            offset = slots[at].offset
             # No byte is read before the offset is known to frame a record's lengths within the
             # log (an index file's slot may point anywhere), nor a key or value before its
             # length is known to lie within it.
             keyed = False
-            value_size = -1
+            size = 0
             if end >= RECORD_OVERHEAD and HEADER_SIZE <= offset <= end - RECORD_OVERHEAD:
                 record = log_record(&self.log, offset)
                 key_size = <int32_t>load_be32(record)
                 value_size = <int32_t>load_be32(record + 4)
                 keyed = (key_size >= 0
                          and <uint64_t>key_size <= end - offset - RECORD_OVERHEAD
-                         and keys_find(self, record + LENGTHS_SIZE, key_size,
-                                       hash_key(self.index.seed, record + LENGTHS_SIZE,
-                                                key_size),
-                                       &found) == 1
-                         and found == offset)
-            if keyed and value_size >= 0:
-                size = RECORD_OVERHEAD + <uint64_t>key_size + <uint64_t>value_size
-            else:
-                size = 0
-            if size and size <= end - offset and crc32(
-                0, record + LENGTHS_SIZE, <size_t>key_size + <size_t>value_size
-            ) == load_be32(record + LENGTHS_SIZE + <size_t>key_size + <size_t>value_size):
+                         and hash_key(self.index.seed, record + LENGTHS_SIZE,
+                                      key_size) == slots[at].hash)
+                if keyed and keys_find_kept(self, record + LENGTHS_SIZE, key_size,
+                                            slots[at].hash, &found) == 1 and found == offset:
+                    size = sound_live_size(self.log.map, offset, key_size, value_size, end,
+                                           self.log.batches)
+            if size:
                 write_or_raise(out, record, size)
                 empty_at = written if size == RECORD_OVERHEAD else 0
                 written += size
+                if progress is not None and offset + size >= next_report:
+                    progress(offset + size, end)
+                    next_report = offset + size + PROGRESS_STEP
             elif not recover:
                 raise _compaction.damaged(
                     self.path, offset,

@@ -24,6 +24,7 @@ from . import (
 )
 from ._records import (
     CHECKSUM,
+    LENGTHS,
     as_bytes,
     as_pair,
     batch_puts,
@@ -33,12 +34,15 @@ from ._records import (
     encode_put,
     key_list,
     seal,
+    sound_live,
     walk,
 )
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
-from .errors import DBMChecksumError, DBMError, DBMLoadError
+from .errors import DBMChecksumError, DBMError
 from .format import (
+    BATCH,
     BATCH_FORMAT,
+    BATCH_HEAD_SIZE,
     CHECKSUM_SIZE,
     DELETED,
     EMPTY_RECORD_SIZE,
@@ -665,110 +669,131 @@ class Store:
         """Copy the records the index points at to ``out``, in log order; return their new index
         and how many damaged ones were left out.
 
-        The walk stops at the first sign of damage: a live record whose
-        value length is not the index's or whose checksum does not match,
-        and wherever :func:`walk` stops short of the end (lengths that
-        cannot be a record's, a record that runs past the log, a batch
-        that no longer reads whole, lost data). The copy is then started
+        The walk reads lengths only (a batch's head is stepped over, its
+        records walked as records), as the compiled kernel's ``write_live``
+        does, and stops at the first sign of damage: a live record whose
+        value length is not the index's or whose own bytes are not sound
+        (``_records.sound_live``), or a record, live or not, whose lengths
+        cannot be a record's or run past the log. The copy is then started
         again from the index, which judges every live record on its own
         bytes, as it is when the walk jumped over live records
         (``_compaction.all_copied``). A log shorter than the one this
         store wrote raises ``_messages.CHANGED_UNDER``. Calls
         ``progress(done, total)`` as described in
-        ``_settings.PROGRESS_STEP``.
+        ``_settings.PROGRESS_STEP`` (from the start again if the copy is).
         """
         total = self._disk_end
         index = {}
         chunk = bytearray()
         written = _checkpoint.START_SIZE
         next_report = PROGRESS_STEP
-        stop = HEADER_SIZE
         lost = False
         with map_file(self._fd, self.path) as data:
             end = min(total, len(data))
             if end != total:
                 raise DBMError(_messages.CHANGED_UNDER % (self.path, end))
-            records = walk(data, HEADER_SIZE, self.path, end=end, batches=self._batches)
-            try:
-                for start, key, value_start, value_length, stop in records:
+            position = HEADER_SIZE
+            while position < end:
+                if end - position < EMPTY_RECORD_SIZE:
+                    lost = True
+                    break
+                key_length, value_length = LENGTHS.unpack_from(data, position)
+                if value_length == BATCH and self._batches:
+                    position += BATCH_HEAD_SIZE  # its records follow, back to back
+                    continue
+                value_start = position + LENGTHS_SIZE + key_length
+                if key_length < 0 or value_length < DELETED or value_start + CHECKSUM_SIZE > end:
+                    lost = True
+                    break
+                stop = value_start + max(value_length, 0) + CHECKSUM_SIZE
+                if value_length != DELETED:
+                    key = data[position + LENGTHS_SIZE : value_start]
                     live = self._index.get(key)
-                    if live is None or live[0] != value_start:
-                        continue  # a delete, or a value replaced since
-                    # A value length other than the index's is damage, as
-                    # the compiled kernel's CRC-32 over that length finds.
-                    if live[1] != value_length or not _records.checksum_matches(
-                        data, key, value_start, stop
-                    ):
-                        lost = True
-                        break
-                    size = stop - start
-                    if len(chunk) + size > COMPACT_CHUNK:
-                        _files.write_all(out, chunk)
-                        chunk.clear()
-                    if size > COMPACT_CHUNK:
-                        with memoryview(data) as view:
-                            _files.write_all(out, view[start:stop])
-                    else:
-                        chunk += data[start:stop]
-                    index[key] = (written + value_start - start, value_length)
-                    written += size
-                    if progress is not None and stop >= next_report:
-                        progress(stop, total)
-                        next_report = stop + PROGRESS_STEP
-                else:
-                    lost = stop != end
-            except DBMLoadError:  # lengths that cannot be a record's
-                lost = True
+                    if live is not None and live[0] == value_start:
+                        # A value length other than the index's is damage, as
+                        # the compiled kernel's CRC-32 over that length finds.
+                        if live[1] != value_length or sound_live(
+                            data, position, key, value_start, value_length, end, self._batches
+                        ) is None:
+                            lost = True
+                            break
+                        size = stop - position
+                        if len(chunk) + size > COMPACT_CHUNK:
+                            _files.write_all(out, chunk)
+                            chunk.clear()
+                        if size > COMPACT_CHUNK:
+                            with memoryview(data) as view:
+                                _files.write_all(out, view[position:stop])
+                        else:
+                            chunk += data[position:stop]
+                        index[key] = (written + value_start - position, value_length)
+                        written += size
+                        if progress is not None and stop >= next_report:
+                            progress(stop, total)
+                            next_report = stop + PROGRESS_STEP
+                if stop > end:
+                    lost = True
+                    break
+                position = stop
 
             def copy_by_index():
                 nonlocal index, written, chunk
-                index, written, chunk, left_out = self._copy_by_index(data, out, end, recover)
+                index, written, chunk, left_out = self._copy_by_index(
+                    data, out, end, progress, recover
+                )
                 return left_out
 
             damaged = _compaction.all_copied(out, len(self._index), len(index), lost,
                                              copy_by_index)
         if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
-            chunk += seal(written, index.__contains__)
+            # The key of the seal is one the old log does not hold, as the compiled kernel's.
+            chunk += seal(written, self._index.__contains__)
         _files.write_all(out, chunk)
         if progress is not None:
             progress(total, total)
         return index, damaged
 
-    def _copy_by_index(self, data, out, end, recover):
+    def _copy_by_index(self, data, out, end, progress, recover):
         """Copy each live record to ``out`` from the offset the index holds, in log order.
 
         For ``_compaction.all_copied``, when the walk of the log ``data``
-        (``end`` bytes) jumped over live records. A record is copied if its
-        own bytes are sound: its lengths the index's, within the log, its
-        key the index's, its CRC-32 matching; any other raises
-        DBMChecksumError (``_compaction.damaged``), or with ``recover`` is
-        left out. Returns the new index, the new log's size, the bytes
-        still to write, and how many records were left out.
+        (``end`` bytes) stopped or jumped over live records. A record is
+        copied if its own bytes are sound: its lengths the index's, within
+        the log, its key the index's, the rest as ``_records.sound_live``
+        judges; any other raises DBMChecksumError
+        (``_compaction.damaged``), or with ``recover`` is left out. Calls
+        ``progress`` as the walk does, from the start again. Returns the
+        new index, the new log's size, the bytes still to write, and how
+        many records were left out.
         """
         index = {}
         chunk = bytearray()
         written = _checkpoint.START_SIZE
+        next_report = PROGRESS_STEP
         left_out = 0
         for key, (value_start, value_length) in sorted(
             self._index.items(), key=lambda item: item[1][0]
         ):
             start = value_start - LENGTHS_SIZE - len(key)
-            stop = value_start + value_length + CHECKSUM_SIZE
             keyed = data[start : start + 4] == len(key).to_bytes(4, "big") and (
                 data[start + LENGTHS_SIZE : value_start] == key
             )
-            if (
-                keyed
-                and stop <= end
+            stop = (
+                sound_live(data, start, key, value_start, value_length, end, self._batches)
+                if keyed
                 and data[start + 4 : start + LENGTHS_SIZE] == value_length.to_bytes(4, "big")
-                and _records.checksum_matches(data, key, value_start, stop)
-            ):
+                else None
+            )
+            if stop is not None:
                 if len(chunk) > COMPACT_CHUNK:
                     _files.write_all(out, chunk)
                     chunk.clear()
                 chunk += data[start:stop]
                 index[key] = (written + value_start - start, value_length)
                 written += stop - start
+                if progress is not None and stop >= next_report:
+                    progress(stop, self._disk_end)
+                    next_report = stop + PROGRESS_STEP
             elif not recover:
                 raise _compaction.damaged(self.path, start, key if keyed else None)
             else:

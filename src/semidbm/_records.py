@@ -286,6 +286,30 @@ def _sound(data, position, end, batches):
     )
 
 
+def sound_live(data, start, key, value_start, value_length, end, batches):
+    """Where the put at ``start`` ends if its own bytes are sound, else None: the compaction's
+    judge of a live record (the compiled kernel's ``sound_live_size``).
+
+    ``key`` and ``value_start`` are the record's, read within ``end``.
+    Sound is within ``end`` with a matching checksum; for the empty
+    record (twelve zero bytes, whose checksum of nothing always matches),
+    also a run of them followed by a sound record, as the replay reads
+    zero runs (docs/FORMAT.md, "Zero runs"): zeros a lost page or sector
+    left over a record's lengths read as one, and the log never ends in
+    one.
+    """
+    if value_length < 0:
+        return None
+    stop = value_start + value_length + CHECKSUM_SIZE
+    if stop > end or not checksum_matches(data, key, value_start, stop):
+        return None
+    if stop - start == EMPTY_RECORD_SIZE and not _sound(
+        data, _zero_run_end(data, start, end), end, batches
+    ):
+        return None
+    return stop
+
+
 def whole_batch(data, position, body_length, end):
     """True if the batch record at ``position`` ends by ``end`` and its body's checksum matches."""
     body_start = position + BATCH_HEAD_SIZE

@@ -14,7 +14,8 @@ MAX_BUFFER_SIZE = 1 << 30
 #: after each live record that ends at least this far past the last call
 #: (``done`` is the offset in the old data file where that record ends),
 #: and ``progress(total, total)`` at the end; ``total`` is the old data
-#: file's size. Both kernels call it at the same points.
+#: file's size. A copy that damage starts again from the index reports
+#: again from the start. Both kernels call it at the same points.
 PROGRESS_STEP = 1 << 20
 #: Bytes a compaction collects before each write.
 COMPACT_CHUNK = 1 << 20

@@ -122,6 +122,28 @@ cdef Py_ssize_t keys_find(Store store, const char* key, Py_ssize_t size, uint32_
     return 0
 
 
+cdef Py_ssize_t keys_find_kept(Store store, const char* key, Py_ssize_t size, uint32_t hashed,
+                               uint64_t* offset) noexcept nogil:
+    """``keys_find`` that never drops the mapped index file: DAMAGED where a check fails.
+
+    For the compaction, which judges the log by the index it holds: a
+    slot whose record no longer reads as its key is a damaged record
+    there, and dropping the index file would rebuild the keys from the
+    damaged log (bringing dead values back, losing the records after it).
+    """
+    cdef int32_t value_size
+    cdef Py_ssize_t slot = table_find(&store.index.table, key, size, hashed)
+    if slot >= 0:
+        offset[0] = store.index.table.slots[slot].offset
+        return 1
+    if not store.index.base.table.capacity:
+        return 0
+    slot = base_find(&store.index.base, key, size, hashed, offset, &value_size)
+    if slot >= 0:
+        return not base_is_shadowed(&store.index.base, slot)
+    return DAMAGED if slot == DAMAGED else 0
+
+
 cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
                                   uint32_t hashed, uint64_t* offset) except -2:
     """``keys_find`` for a key the private table does not hold."""
@@ -222,6 +244,13 @@ cdef uint64_t keys_next_live(Store store, size_t* position, bint check=True) exc
         if offset != 0:
             return offset
     return 0
+
+
+cdef inline const Slot* keys_slot(Store store, size_t position) noexcept nogil:
+    """The slot at ``position`` as ``keys_next_live`` counts them (mapped, then private)."""
+    if position < store.index.base.table.capacity:
+        return &store.index.base.table.slots[position]
+    return &store.index.table.slots[position - store.index.base.table.capacity]
 
 
 cdef int keys_switch(Store store, uint64_t size) except -1:

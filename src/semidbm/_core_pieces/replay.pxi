@@ -200,6 +200,31 @@ cdef bint sound_record(const char* data, uint64_t position, uint64_t size,
     return record_end <= size and checksum_matches(data, position, key_size, record_end)
 
 
+cdef uint64_t sound_live_size(const char* data, uint64_t position, int32_t key_size,
+                              int32_t value_size, uint64_t end, bint batches) noexcept nogil:
+    """The size of the put at ``position`` (lengths as read, key within ``end``) if its own
+    bytes are sound, else 0: the compaction's judge of a live record (``_records.sound_live``).
+
+    Sound is within ``end`` with a matching CRC-32; for the empty record
+    (twelve zero bytes, whose CRC-32 of nothing always matches), also a
+    run of them followed by a sound record, as the replay reads zero runs
+    (docs/FORMAT.md, "Zero runs"): zeros a lost page or sector left over
+    a record's lengths read as one, and the log never ends in one.
+    """
+    cdef uint64_t size
+    if value_size < 0:
+        return 0
+    size = RECORD_OVERHEAD + <uint64_t>key_size + <uint64_t>value_size
+    if size > end - position or not checksum_matches(data, position, key_size,
+                                                     position + size):
+        return 0
+    # Checked, twelve bytes are zeros: the CRC-32 of nothing is 0.
+    if size == RECORD_OVERHEAD and not sound_record(data, zero_run_end(data, position, end),
+                                                    end, batches):
+        return 0
+    return size
+
+
 cdef bint lost_data(const char* data, uint64_t base, uint64_t position, int32_t key_size,
                     uint64_t record_end, bint mapped) noexcept nogil:
     """True if the record at ``position`` holds zeros a power cut left, by its checksum.
