@@ -24,12 +24,15 @@ import threading
 import time
 import warnings
 
-from . import __version__, _examine, db, migrate
+from . import __version__, _examine, db, migrate, shelf
 from ._progress import Progress, human_bytes, quantity
 from .format import BATCH_FORMAT, TORN_PREFIX
 
 #: Exit statuses.
 OK, FAILED, BAD_ARGUMENTS, DAMAGED = 0, 1, 2, 3
+
+#: The most keys whose refused signatures ``verify --key-file`` lists; a line counts the rest.
+LISTED_REFUSALS = 20
 
 
 class Failure(Exception):
@@ -163,9 +166,17 @@ def build_parser():
         "check every record's checksum; exit status 3 on damage",
         "Check every record of the data file: its lengths and its CRC-32. "
         "Reports the offset of each bad record and any torn tail; the exit "
-        "status is 3 if anything is damaged.",
+        "status is 3 if anything is damaged. With --key-file, also check "
+        "the signature of every value of a signed shelf.",
     )
     sub.add_argument("database", metavar="DB")
+    sub.add_argument(
+        "--key-file",
+        metavar="FILE",
+        help="also check that every value is signed with the signing key held in FILE (all "
+        "its bytes, as they are), as a shelf opened with key= checks it; those that are not "
+        "are listed by key, and make the exit status 3",
+    )
 
     sub = command(
         "compact",
@@ -432,7 +443,12 @@ def run_keys(args):
 
 
 def run_verify(args):
-    """``verify``: every record's lengths and checksum; status 3 on damage."""
+    """``verify``: every record's lengths and checksum, and with a key file every value's
+    signature; status 3 on damage or a refused signature.
+
+    The key is read, and refused if it is too short, before the log is.
+    """
+    key = _read_key(args.key_file) if args.key_file is not None else None
     with Progress("verifying", unit="bytes") as progress:
         found = _examine.examine(args.database, check_checksums=True, progress=progress)
     for offset, live in found.bad_checksums:
@@ -476,9 +492,48 @@ def run_verify(args):
     )
     if found.damaged:
         print("damaged: %s (%s)" % (_damage(found), summary))
-        return DAMAGED
-    print("ok: every checksum matches (%s)" % summary)
-    return OK
+    else:
+        print("ok: every checksum matches (%s)" % summary)
+    signed = key is None or _verify_signatures(args.database, key)
+    return OK if signed and not found.damaged else DAMAGED
+
+
+def _read_key(path):
+    """The signing key in the file ``path``: all its bytes; Failure if it cannot serve.
+
+    Read from a file, never from the command line, where other users
+    can see it (``ps``). No newline is taken off: the key is the bytes
+    that a program reads from the same file.
+    """
+    with open(path, "rb") as handle:
+        key = handle.read()
+    try:
+        shelf._Signing(key)
+    except ValueError as exc:
+        raise Failure("%s: %s" % (path, exc)) from None
+    return key
+
+
+def _verify_signatures(path, key):
+    """Check the signature of every value of the database ``path``; print what fails.
+
+    Lists the first ``LISTED_REFUSALS`` keys refused, then counts. True
+    if every value is signed with ``key`` under its own key.
+    """
+    with db.open(path) as database, Progress("checking signatures") as progress:
+        values = len(database)
+        refused = 0
+        for stored_key, reason in shelf._refused_values(database, key, progress):
+            refused += 1
+            if refused <= LISTED_REFUSALS:
+                print("bad signature: key %r: %s" % (stored_key, reason))
+    if refused > LISTED_REFUSALS:
+        print("... and %s more" % quantity(refused - LISTED_REFUSALS, "key"))
+    if refused:
+        print("refused signatures: %d of %s" % (refused, quantity(values, "value")))
+        return False
+    print("ok: every signature matches (%s)" % quantity(values, "value"))
+    return True
 
 
 def _damage(found, of_checksums=None):
