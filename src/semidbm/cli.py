@@ -514,21 +514,40 @@ def _read_key(path):
     return key
 
 
+#: The most bytes of a key that ``verify`` shows; a longer one is cut, saying its length.
+SHOWN_KEY_BYTES = 80
+
+
+def _shown_key(key):
+    """``key`` as ``verify`` shows it: its repr, cut after ``SHOWN_KEY_BYTES`` bytes."""
+    if len(key) <= SHOWN_KEY_BYTES:
+        return repr(key)
+    return "%r... (%s)" % (key[:SHOWN_KEY_BYTES], quantity(len(key), "byte"))
+
+
 def _verify_signatures(path, key):
     """Check the signature of every value of the database ``path``; print what fails.
 
     Lists the first ``LISTED_REFUSALS`` keys refused, then counts. True
-    if every value is signed with ``key`` under its own key.
+    if every value is signed with ``key`` under its own key. A database
+    that cannot be opened (a corrupt record, which the checksum pass
+    has reported) is no error here: it is said, and counts as damage,
+    so that the exit status stays 3.
     """
-    with db.open(path) as database, Progress("checking signatures") as progress:
+    try:
+        database = db.open(path)
+    except OSError as exc:
+        print("signatures not checked: %s" % describe(exc))
+        return False
+    with database, Progress("checking signatures") as progress:
         values = len(database)
         refused = 0
         for stored_key, reason in shelf._refused_values(database, key, progress):
             refused += 1
             if refused <= LISTED_REFUSALS:
-                print("bad signature: key %r: %s" % (stored_key, reason))
+                print("bad signature: key %s: %s" % (_shown_key(stored_key), reason))
     if refused > LISTED_REFUSALS:
-        print("... and %s more" % quantity(refused - LISTED_REFUSALS, "key"))
+        print("... and %d more" % (refused - LISTED_REFUSALS))
     if refused:
         print("refused signatures: %d of %s" % (refused, quantity(values, "value")))
         return False
