@@ -243,10 +243,10 @@ def make_serializer(serializer: _SerializerOption, protocol: int | None = None) 
 
 # --- signed values ---
 
-#: The first bytes of a signed value: a mark that no pickle or JSON text
-#: starts with, and the layout's version (1).
+#: The first bytes of a signed value, a zero byte (which starts no pickle
+#: and no JSON text) and ``SG1`` (the layout's version, 1).
 SIGNED_PREFIX = b"\x00SG1"
-#: The bytes of a tag: an HMAC-SHA256.
+#: The bytes of a tag, an HMAC-SHA256.
 TAG_SIZE = 32
 #: The fewest bytes a signing key may have (128 bits).
 MIN_KEY_SIZE = 16
@@ -376,7 +376,7 @@ class SigningSerializer:
     ``"json"``, an object with ``dumps()``, ``loads()`` and a ``name``),
     ``protocol`` as there; ``key`` is the signing key, bytes-like (or a
     str, as UTF-8), of at least :data:`MIN_KEY_SIZE` bytes. A shelf opened
-    with ``key=`` signs with one (:attr:`Shelf.signing`); anything else
+    with ``key=`` signs with one (its ``signing`` attribute); anything else
     that stores objects under bytes keys can use it the same way.
 
     Its :meth:`dumps` and :meth:`loads` take, besides the value, the key
