@@ -11,6 +11,7 @@ it, by the mutation of the code that the test fails on ("Catches: ...");
 each was made once by hand and seen to fail the test.
 """
 
+import array
 import ast
 import hashlib
 import hmac
@@ -520,6 +521,38 @@ def test_a_large_value(dbopen, dbpath):
         shelf.dict[b"big"] = stored[:-1] + bytes([stored[-1] ^ 0x80])
         with pytest.raises(semidbm.DBMSignatureError, match="does not match"):
             shelf["big"]
+
+
+class Ints:
+    """A serializer whose dumps() returns a memoryview of 4-byte ints: 3 items are 12 bytes."""
+
+    name = "ints"
+
+    def dumps(self, value):
+        return memoryview(array.array("i", value))
+
+    def loads(self, data):
+        return list(array.array("i", data))
+
+
+def test_a_memoryview_payload_is_signed_by_its_bytes(dbopen, dbpath):
+    """A payload of multi-byte items is signed with its length in bytes, as it is stored.
+
+    Found by the adversarial pass. Catches: a field's length in the MAC
+    counted with len() (items, not bytes): a shelf whose serializer
+    returns memoryview(array('i', ...)) refused its own values, and a
+    payload signed as such a memoryview did not check as its bytes.
+    """
+    with Shelf(dbopen(dbpath, "c"), serializer=Ints(), key=KEY) as shelf:
+        shelf["k"] = [1, 2, 3]
+        assert shelf["k"] == [1, 2, 3]
+    signing = SigningSerializer(Ints(), KEY)
+    payload = memoryview(array.array("i", [7, 8]))
+    signed = signing.sign(memoryview(b"k"), payload)
+    assert signing.check(b"k", signed) == payload.tobytes()
+    assert signed[-TAG_SIZE - payload.nbytes : -payload.nbytes] == tag_of(
+        KEY, b"ints", b"k", payload.tobytes()
+    )
 
 
 # --- the key stays out of pickles and reprs ---

@@ -326,11 +326,15 @@ class _Signing:
         raise TypeError("a signing key cannot be pickled: the pickle would carry it")
 
     def tag(self, name: bytes, stored_key: bytes, payload: bytes) -> bytes:
-        """The tag of ``payload`` stored under ``stored_key`` by the serializer ``name``."""
+        """The tag of ``payload`` stored under ``stored_key`` by the serializer ``name``.
+
+        Each field is bytes-like; its length is counted in bytes (``nbytes``),
+        not in items: a memoryview of 4-byte ints is as long as its bytes.
+        """
         mac = self._keyed.copy()
         mac.update(SIGNED_PREFIX)
         for field in (name, stored_key, payload):
-            mac.update(_LENGTH.pack(len(field)))
+            mac.update(_LENGTH.pack(memoryview(field).nbytes))
             mac.update(field)
         return mac.digest()
 
