@@ -21,6 +21,7 @@ import shelve
 import struct
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -156,6 +157,35 @@ def test_a_key_that_cannot_serve_is_refused_before_the_file_is_touched(
     with pytest.raises(error, match=message):
         semidbm.open_shelf(tmp_path / "s.db", key=key)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_str_key_that_is_no_utf8_is_refused_without_carrying_it(tmp_path):
+    """A str key with a lone surrogate: a ValueError whose message, cause and context (its
+    whole traceback) do not hold the key, before the file is touched.
+
+    Found by the adversarial pass: the UnicodeEncodeError of its encoding
+    escaped, its ``object`` the whole key. Catches: that error left to
+    escape, or re-raised ``from None`` inside its handler (the context
+    still holds it, only hidden from the printed traceback).
+    """
+    secret = "correct-horse-battery-\udcff-staple"
+    with pytest.raises(ValueError, match="lone surrogate: give the key as bytes") as info:
+        semidbm.open_shelf(tmp_path / "s.db", key=secret)
+    error = info.value
+    assert not isinstance(error, UnicodeError)
+    assert error.__cause__ is None and error.__context__ is None
+    assert "horse" not in "".join(traceback.format_exception(error))
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_serializer_name_that_is_no_utf8_is_a_value_error():
+    """Catches: the name's UnicodeEncodeError left to escape (a ValueError, but naming a codec)."""
+
+    class Surrogate(Literal):
+        name = "lit\udcff"
+
+    with pytest.raises(ValueError, match="must be UTF-8 text, not 'lit\\\\udcff'"):
+        SigningSerializer(Surrogate(), KEY)
 
 
 def test_a_custom_serializer_needs_a_name_and_a_module_has_one(tmp_path):

@@ -259,12 +259,27 @@ _LENGTH = struct.Struct(">Q")
 def _signing_key(key: object) -> bytes:
     """Return the signing key ``key`` as bytes; TypeError or ValueError for one that cannot serve.
 
-    bytes-like keys are taken as they are, a str as its UTF-8 bytes; at
-    least :data:`MIN_KEY_SIZE` bytes are needed, so that a short
-    password cannot be guessed by trying its tags.
+    bytes-like keys are taken as they are, a str as its UTF-8 bytes. At
+    least :data:`MIN_KEY_SIZE` bytes are needed, which refuses a key too
+    short to be random but does not make a guessable one safe: anyone who
+    reads one value can try passwords against its tag, offline, as fast
+    as HMAC-SHA256 runs. A key must be random (``secrets.token_bytes(32)``);
+    a password must go through a key derivation function first
+    (``hashlib.scrypt`` with a salt). The errors never hold the key: a
+    str that is not UTF-8 is refused outside the handler of its
+    UnicodeEncodeError, whose ``object`` is the whole key.
     """
     if isinstance(key, str):
-        key = key.encode("utf-8")
+        try:
+            encoded = key.encode("utf-8")
+        except UnicodeEncodeError:
+            encoded = None
+        if encoded is None:
+            raise ValueError(
+                "a str signing key must be UTF-8 text, and this one holds a lone surrogate: "
+                "give the key as bytes"
+            )
+        key = encoded
     elif isinstance(key, (bytes, bytearray, memoryview)):
         key = bytes(key)
     else:
@@ -277,6 +292,25 @@ def _signing_key(key: object) -> bytes:
             "secrets.token_bytes(32)" % (MIN_KEY_SIZE, len(key))
         )
     return key
+
+
+def _encoded_name(name: str) -> bytes:
+    """The serializer's name ``name`` as a signed value holds it, its UTF-8 bytes.
+
+    ValueError for a name that is empty, longer than :data:`MAX_NAME_SIZE`
+    bytes, or not UTF-8 text (a lone surrogate).
+    """
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "a serializer's name must be UTF-8 text, not %r (a lone surrogate)" % name
+        ) from None
+    if not 1 <= len(encoded) <= MAX_NAME_SIZE:
+        raise ValueError(
+            "a serializer's name is 1 to %d bytes in UTF-8, not %d" % (MAX_NAME_SIZE, len(encoded))
+        )
+    return encoded
 
 
 def _serializer_name(serializer: _Serializer) -> bytes:
@@ -295,13 +329,7 @@ def _serializer_name(serializer: _Serializer) -> bytes:
             "a serializer used with a signing key needs a name, a str attribute 'name' that "
             "is signed with each value (%s has none)" % type(serializer).__name__
         )
-    encoded = name.encode("utf-8")
-    if len(encoded) > MAX_NAME_SIZE:
-        raise ValueError(
-            "a serializer's name is at most %d bytes in UTF-8, not %d"
-            % (MAX_NAME_SIZE, len(encoded))
-        )
-    return encoded
+    return _encoded_name(name)
 
 
 class _Signing:
@@ -740,8 +768,9 @@ def open_shelf(
             loading a pickle runs code), ``"json"`` (strict JSON, safe to
             read from anyone) or an object with ``dumps()`` and
             ``loads()`` (see :func:`semidbm.shelf.make_serializer`).
-        key: a signing key (bytes, at least 16 of them; a str is taken as
-            UTF-8): every value is stored with an HMAC-SHA256 of it, its
+        key: a signing key: random bytes (``secrets.token_bytes(32)``; a
+            password only through a key derivation function), at least 16
+            of them (a str is taken as UTF-8): every value is stored with an HMAC-SHA256 of it, its
             key and the serializer's name, and checked before it is
             deserialized (:class:`semidbm.shelf.SigningSerializer`,
             :doc:`/signed-shelves`). Keep it out of the shelf's directory.
