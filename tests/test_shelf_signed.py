@@ -632,11 +632,60 @@ def test_verify_with_a_key_file_passes_a_signed_shelf(tool, tmp_path, key_file):
     path = tmp_path / "s.db"
     with semidbm.open_shelf(path, serializer="json", key=KEY) as shelf:
         shelf["a"], shelf["b"] = 1, [2]
-    with semidbm.open_shelf(path, serializer=Literal(), key=KEY) as shelf:
-        shelf["c"] = {3}  # any serializer: verify reads the name from the value
     result = run(tool, "verify", "--key-file", key_file, path)
     assert result.returncode == 0, result
-    assert result.stdout.decode().splitlines()[-1] == "ok: every signature matches (3 values)"
+    assert result.stdout.decode().splitlines()[-1] == (
+        "ok: every signature matches (2 values, for the 'json' serializer)"
+    )
+    result = run(tool, "verify", "--key-file", key_file, "--serializer", "json", path)
+    assert result.returncode == 0, result
+
+
+def test_verify_refuses_values_of_several_serializers_and_checks_the_one_named(
+    tool, tmp_path, key_file
+):
+    """A value signed for another serializer than the shelf's, which the shelf refuses.
+
+    Found by the adversarial pass: verify took each value's name as it
+    came, so a JSON-signed value moved into a pickle shelf passed.
+    Catches: ``--serializer`` ignored (the name not passed on to the
+    check), and mixed serializers passing without it.
+    """
+    path = tmp_path / "s.db"
+    with semidbm.open_shelf(path, serializer="json", key=KEY) as shelf:
+        shelf["a"], shelf["b"] = 1, [2]
+    with semidbm.open_shelf(path, serializer=Literal(), key=KEY) as shelf:
+        shelf["c"] = {3}
+    result = run(tool, "verify", "--key-file", key_file, path)
+    assert result.returncode == 3, result
+    assert result.stdout.decode().splitlines()[1:] == [
+        "signed for 2 serializers: 'json' 2 values, 'literal' 1 value; a shelf reads one "
+        "serializer's values (name it with --serializer to list the others)"
+    ]
+    result = run(tool, "verify", "--key-file", key_file, "--serializer", "json", path)
+    assert result.returncode == 3, result
+    assert result.stdout.decode().splitlines()[1:] == [
+        "bad signature: key b'c': it was signed for the 'literal' serializer, not for 'json'",
+        "refused signatures: 1 of 3 values",
+    ]
+    result = run(tool, "verify", "--key-file", key_file, "--serializer", "pickle", path)
+    assert result.stdout.decode().splitlines()[-1] == "refused signatures: 3 of 3 values"
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--serializer", "json"], "--serializer names what --key-file checks"),
+        (["--key-file", "KEY", "--serializer", ""], "name is 1 to 255 bytes in UTF-8, not 0"),
+    ],
+)
+def test_verify_refuses_a_serializer_it_cannot_check_for(tool, tmp_path, key_file, arguments,
+                                                          message):
+    """--serializer without --key-file, or a name no value can carry: bad arguments (status 2)."""
+    arguments = [key_file if each == "KEY" else each for each in arguments]
+    result = run(tool, "verify", *arguments, tmp_path / "missing.db")
+    assert result.returncode == 2, result
+    assert message in result.stderr.decode()
 
 
 def test_verify_lists_refused_values_by_key_with_status_3(tool, tmp_path, key_file):

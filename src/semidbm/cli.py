@@ -12,6 +12,7 @@ Long work shows a progress bar on stderr when it is a terminal.
 """
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -174,8 +175,16 @@ def build_parser():
         "--key-file",
         metavar="FILE",
         help="also check that every value is signed with the signing key held in FILE (all "
-        "its bytes, as they are), as a shelf opened with key= checks it; those that are not "
-        "are listed by key, and make the exit status 3",
+        "its bytes, as they are), as a shelf opened with key= checks it; values that are not "
+        "are listed by key, and make the exit status 3; so do values signed for more than "
+        "one serializer",
+    )
+    sub.add_argument(
+        "--serializer",
+        metavar="NAME",
+        help="with --key-file, also refuse (and list) every value signed for a serializer "
+        "other than NAME (pickle, json, or a serializer's own name), as a shelf of that "
+        "serializer refuses it",
     )
 
     sub = command(
@@ -446,9 +455,15 @@ def run_verify(args):
     """``verify``: every record's lengths and checksum, and with a key file every value's
     signature; status 3 on damage or a refused signature.
 
-    The key is read, and refused if it is too short, before the log is.
+    The key is read, and refused if it cannot serve, before the log is.
     """
-    key = _read_key(args.key_file) if args.key_file is not None else None
+    if args.key_file is None:
+        if args.serializer is not None:
+            args.parser.error("--serializer names what --key-file checks: give --key-file too")
+        key = None
+    else:
+        key = _read_key(args.key_file)
+    name = None if args.serializer is None else _signed_name(args)
     with Progress("verifying", unit="bytes") as progress:
         found = _examine.examine(args.database, check_checksums=True, progress=progress)
     for offset, live in found.bad_checksums:
@@ -494,8 +509,16 @@ def run_verify(args):
         print("damaged: %s (%s)" % (_damage(found), summary))
     else:
         print("ok: every checksum matches (%s)" % summary)
-    signed = key is None or _verify_signatures(args.database, key)
+    signed = key is None or _verify_signatures(args.database, key, name)
     return OK if signed and not found.damaged else DAMAGED
+
+
+def _signed_name(args):
+    """The name ``args.serializer`` as signed values hold it; exit status 2 if none can."""
+    try:
+        return shelf._encoded_name(args.serializer)
+    except ValueError as exc:
+        args.parser.error("--serializer: %s" % exc)
 
 
 def _read_key(path):
@@ -525,33 +548,51 @@ def _shown_key(key):
     return "%r... (%s)" % (key[:SHOWN_KEY_BYTES], quantity(len(key), "byte"))
 
 
-def _verify_signatures(path, key):
+def _verify_signatures(path, key, name):
     """Check the signature of every value of the database ``path``; print what fails.
 
     Lists the first ``LISTED_REFUSALS`` keys refused, then counts. True
-    if every value is signed with ``key`` under its own key. A database
-    that cannot be opened (a corrupt record, which the checksum pass
-    has reported) is no error here: it is said, and counts as damage,
-    so that the exit status stays 3.
+    if every value is signed with ``key`` under its own key, for the
+    serializer ``name`` (bytes) if given, else all for one serializer:
+    a shelf reads only its own serializer's values, so values of several
+    are counted by serializer and make it False. A database that cannot
+    be opened (a corrupt record, which the checksum pass has reported)
+    is no error here: it is said, and counts as damage, so that the exit
+    status stays 3.
     """
     try:
         database = db.open(path)
     except OSError as exc:
         print("signatures not checked: %s" % describe(exc))
         return False
+    names = collections.Counter()
+    refused = 0
     with database, Progress("checking signatures") as progress:
         values = len(database)
-        refused = 0
-        for stored_key, reason in shelf._refused_values(database, key, progress):
+        for stored_key, signed in shelf._signatures(database, key, name, progress):
+            if isinstance(signed, bytes):
+                names[signed.decode("utf-8", "replace")] += 1
+                continue
             refused += 1
             if refused <= LISTED_REFUSALS:
-                print("bad signature: key %s: %s" % (_shown_key(stored_key), reason))
+                print("bad signature: key %s: %s" % (_shown_key(stored_key), signed))
     if refused > LISTED_REFUSALS:
         print("... and %d more" % (refused - LISTED_REFUSALS))
     if refused:
         print("refused signatures: %d of %s" % (refused, quantity(values, "value")))
+    if len(names) > 1:
+        print(
+            "signed for %d serializers: %s; a shelf reads one serializer's values (name it "
+            "with --serializer to list the others)"
+            % (len(names), ", ".join("%r %s" % (each, quantity(count, "value"))
+                                     for each, count in sorted(names.items())))
+        )
+    if refused or len(names) > 1:
         return False
-    print("ok: every signature matches (%s)" % quantity(values, "value"))
+    counted = quantity(values, "value")
+    if names:
+        counted += ", for the %r serializer" % next(iter(names))
+    print("ok: every signature matches (%s)" % counted)
     return True
 
 

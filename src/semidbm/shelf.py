@@ -371,12 +371,16 @@ class _Signing:
         tag = self.tag(name, stored_key, payload)
         return b"".join((SIGNED_PREFIX, bytes((len(name),)), name, tag, payload))
 
-    def open(self, stored_key: bytes, data: bytes) -> tuple[bytes, bytes] | str:
+    def open(
+        self, stored_key: bytes, data: bytes, name: bytes | None = None
+    ) -> tuple[bytes, bytes] | str:
         """The name and payload of ``data``, signed under ``stored_key``; else why it is refused.
 
         The tag is compared in constant time (:func:`hmac.compare_digest`),
-        so how long a refusal takes tells nothing of the right tag. The
-        name is only read here: the caller compares it with its own.
+        so how long a refusal takes tells nothing of the right tag. Given
+        a serializer's ``name``, a value signed for another is refused too,
+        once its tag matched: the name that the refusal reports is one the
+        key signed.
         """
         if not isinstance(data, bytes):
             data = bytes(data)
@@ -386,12 +390,17 @@ class _Signing:
         size = data[start - 1] if len(data) >= start else 0
         if size == 0 or len(data) < start + size + TAG_SIZE:
             return _messages.SIGNATURE_CUT % len(data)
-        name = data[start : start + size]
+        signed_name = data[start : start + size]
         tag = data[start + size : start + size + TAG_SIZE]
         payload = data[start + size + TAG_SIZE :]
-        if not hmac.compare_digest(tag, self.tag(name, stored_key, payload)):
+        if not hmac.compare_digest(tag, self.tag(signed_name, stored_key, payload)):
             return _messages.BAD_SIGNATURE
-        return name, payload
+        if name is not None and signed_name != name:
+            return _messages.OTHER_SERIALIZER % (
+                signed_name.decode("utf-8", "replace"),
+                name.decode("utf-8", "replace"),
+            )
+        return signed_name, payload
 
 
 def _refused(key: object, reason: str) -> DBMSignatureError:
@@ -460,15 +469,10 @@ class SigningSerializer:
         if ``data`` is not a value this key signed under ``stored_key``
         for this serializer.
         """
-        opened = self._signing.open(stored_key, data)
+        opened = self._signing.open(stored_key, data, self._name)
         if isinstance(opened, str):
             raise _refused(stored_key, opened)
-        name, payload = opened
-        if name != self._name:
-            # Authentic (the tag matched), so the name it gives can be trusted.
-            reason = _messages.OTHER_SERIALIZER % (name.decode("utf-8", "replace"), self.name)
-            raise _refused(stored_key, reason)
-        return payload
+        return opened[1]
 
     def dumps(self, stored_key: bytes, value: Any) -> bytes:
         """Return ``value`` serialized and signed, to store under ``stored_key``."""
@@ -482,23 +486,28 @@ class SigningSerializer:
         return self.serializer.loads(self.check(stored_key, data))
 
 
-def _refused_values(
-    database: Mapping[bytes, bytes], key: bytes | str, progress: Any = None
-) -> Iterator[tuple[bytes, str]]:
-    """Each key of ``database`` whose value ``key`` did not sign, with why (any serializer).
+def _signatures(
+    database: Mapping[bytes, bytes],
+    key: bytes | str,
+    name: bytes | None = None,
+    progress: Any = None,
+) -> Iterator[tuple[bytes, bytes | str]]:
+    """Each key of ``database`` with the serializer's name its value is signed for, or why not.
 
-    What ``semidbm verify --key-file`` reports: the serializer's name is
-    taken from the value, whose tag covers it. ``progress`` is called as
-    ``progress(done, total)`` every 4,096 keys and at the end.
+    What ``semidbm verify --key-file`` reports: the name (bytes) when
+    ``key`` signed the value under its own key, else the reason (a str).
+    Given a serializer's ``name``, a value signed for another is refused
+    too; without one, the name is taken from the value, whose tag
+    covers it. ``progress`` is called as ``progress(done, total)`` every
+    4,096 keys and at the end.
     """
     signing = _Signing(key)
     total = len(database)
     for done, stored_key in enumerate(database):
         if progress is not None and done % 4096 == 0:
             progress(done, total)
-        opened = signing.open(stored_key, database[stored_key])
-        if isinstance(opened, str):
-            yield stored_key, opened
+        opened = signing.open(stored_key, database[stored_key], name)
+        yield stored_key, opened if isinstance(opened, str) else opened[0]
     if progress is not None:
         progress(total, total)
 
@@ -770,9 +779,9 @@ def open_shelf(
             ``loads()`` (see :func:`semidbm.shelf.make_serializer`).
         key: a signing key: random bytes (``secrets.token_bytes(32)``; a
             password only through a key derivation function), at least 16
-            of them (a str is taken as UTF-8): every value is stored with an HMAC-SHA256 of it, its
-            key and the serializer's name, and checked before it is
-            deserialized (:class:`semidbm.shelf.SigningSerializer`,
+            of them (a str is taken as UTF-8): every value is stored with
+            an HMAC-SHA256 of it, its key and the serializer's name, and
+            checked before it is deserialized (:class:`semidbm.shelf.SigningSerializer`,
             :doc:`/signed-shelves`). Keep it out of the shelf's directory.
         keyencoding: the encoding of the shelf's str keys.
         mode: as for :func:`semidbm.open`.
