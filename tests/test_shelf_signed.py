@@ -21,6 +21,7 @@ import shelve
 import struct
 import subprocess
 import sys
+import threading
 import traceback
 
 import pytest
@@ -37,7 +38,7 @@ from semidbm.shelf import (
 )
 
 from .conftest import kernel_name
-from .support.cli import run
+from .support.cli import one_error_line, run
 
 #: The signing key of the tests, and another one.
 KEY = bytes(range(32))
@@ -623,8 +624,10 @@ def test_open_shelf_with_a_key(tmp_path):
 
 @pytest.fixture
 def key_file(tmp_path):
+    """A file holding ``KEY`` that only its owner can read, as a key file should be."""
     path = tmp_path / "shelf.key"
     path.write_bytes(KEY)
+    path.chmod(0o600)
     return path
 
 
@@ -724,16 +727,93 @@ def test_verify_lists_at_most_20_refusals(tool, tmp_path, key_file):
     assert lines[-2:] == ["... and 5 more", "refused signatures: 25 of 25 values"]
 
 
-def test_verify_refuses_a_short_key_file_before_reading_the_database(tool, tmp_path):
-    short = tmp_path / "short.key"
-    short.write_bytes(b"secret\n")
-    result = run(tool, "verify", "--key-file", short, tmp_path / "missing.db")
-    line = result.stderr.decode().strip()
-    assert result.returncode == 1
-    assert line == (
-        "semidbm: error: %s: a signing key needs at least 16 bytes, not 7: make one with "
-        "secrets.token_bytes(32)" % short
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"secret\n", "a signing key needs at least 16 bytes, not 7: make one with "
+         "secrets.token_bytes(32)"),
+        (bytes(4097), "more than 4096 bytes, too many for a signing key"),
+    ],
+)
+def test_verify_refuses_a_key_file_that_cannot_serve_before_reading_the_database(
+    tool, tmp_path, content, message
+):
+    """A key too short, or a file too long (read no further than its limit): bad arguments.
+
+    Found by the adversarial pass: the file was read whole (``--key-file
+    /dev/zero`` ran out of memory). Catches: the size limit removed (a
+    key of 4,097 bytes taken), and a refusal that exits 1, not 2.
+    """
+    refused = tmp_path / "refused.key"
+    refused.write_bytes(content)
+    result = run(tool, "verify", "--key-file", refused, tmp_path / "missing.db")
+    assert one_error_line(result, status=2) == (
+        "semidbm verify: error: --key-file %s: %s (see semidbm verify --help)" % (refused, message)
     )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="a named pipe is POSIX's")
+def test_verify_reads_a_key_file_no_further_than_its_limit(tool, tmp_path):
+    """A key file that never ends (a pipe kept open, as ``/dev/zero``): refused after 4,097 bytes.
+
+    Catches: the whole file read, then its length checked (the read
+    waits for an end that never comes, and the command times out).
+    """
+    endless = tmp_path / "endless.key"
+    os.mkfifo(endless, 0o600)
+    done = threading.Event()
+
+    def write_and_hold():
+        with open(endless, "wb") as pipe:
+            pipe.write(bytes(8192))
+            pipe.flush()
+            done.wait(30)
+
+    writer = threading.Thread(target=write_and_hold)
+    writer.start()
+    try:
+        result = subprocess.run(
+            tool + ["verify", "--key-file", os.fspath(endless), os.fspath(tmp_path / "x.db")],
+            capture_output=True, timeout=20,
+        )
+    finally:
+        done.set()
+        # A reader of its own, so that a writer still waiting for one (the command failed
+        # before it opened the pipe) goes on, and ends.
+        reader = os.open(endless, os.O_RDONLY | os.O_NONBLOCK)
+        writer.join()
+        os.close(reader)
+    assert result.returncode == 2, result
+    assert b"more than 4096 bytes" in result.stderr
+
+
+def test_verify_takes_a_key_file_of_4096_bytes(tool, tmp_path):
+    key_file = tmp_path / "long.key"
+    key_file.write_bytes(b"k" * 4096)
+    key_file.chmod(0o600)
+    path = tmp_path / "s.db"
+    with semidbm.open_shelf(path, key=b"k" * 4096) as shelf:
+        shelf["k"] = 1
+    result = run(tool, "verify", "--key-file", key_file, path)
+    assert result.returncode == 0, result
+    assert result.stderr == b""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX's")
+def test_verify_warns_of_a_key_file_that_others_can_read(tool, tmp_path, key_file):
+    """Catches: no warning for a key file of mode 0644 (or 0640), or one for mode 0600."""
+    path = tmp_path / "s.db"
+    with semidbm.open_shelf(path, key=KEY) as shelf:
+        shelf["k"] = 1
+    assert run(tool, "verify", "--key-file", key_file, path).stderr == b""
+    for mode in (0o644, 0o640):
+        key_file.chmod(mode)
+        result = run(tool, "verify", "--key-file", key_file, path)
+        assert result.returncode == 0, result
+        assert result.stderr.decode() == (
+            "semidbm: warning: %s can be read by other users (mode %04o): whoever reads it can "
+            "sign values; chmod 600 it\n" % (key_file, mode)
+        )
 
 
 def test_verify_takes_the_key_files_bytes_as_they_are(tool, tmp_path):

@@ -32,6 +32,10 @@ from .format import BATCH_FORMAT, TORN_PREFIX
 #: Exit statuses.
 OK, FAILED, BAD_ARGUMENTS, DAMAGED = 0, 1, 2, 3
 
+#: The most bytes ``verify --key-file`` reads of a key file (a key is 16 to a few dozen
+#: bytes); a longer file is refused, read no further (``--key-file /dev/zero``).
+MAX_KEY_FILE_SIZE = 4096
+
 #: The most keys whose refused signatures ``verify --key-file`` lists; a line counts the rest.
 LISTED_REFUSALS = 20
 
@@ -175,9 +179,10 @@ def build_parser():
         "--key-file",
         metavar="FILE",
         help="also check that every value is signed with the signing key held in FILE (all "
-        "its bytes, as they are), as a shelf opened with key= checks it; values that are not "
-        "are listed by key, and make the exit status 3; so do values signed for more than "
-        "one serializer",
+        "its bytes, as they are: at most %d; a warning if group or others can read FILE), "
+        "as a shelf opened with key= checks it; values that are not are listed by key, and "
+        "make the exit status 3; so do values signed for more than one serializer"
+        % MAX_KEY_FILE_SIZE,
     )
     sub.add_argument(
         "--serializer",
@@ -462,7 +467,7 @@ def run_verify(args):
             args.parser.error("--serializer names what --key-file checks: give --key-file too")
         key = None
     else:
-        key = _read_key(args.key_file)
+        key = _read_key(args)
     name = None if args.serializer is None else _signed_name(args)
     with Progress("verifying", unit="bytes") as progress:
         found = _examine.examine(args.database, check_checksums=True, progress=progress)
@@ -521,19 +526,35 @@ def _signed_name(args):
         args.parser.error("--serializer: %s" % exc)
 
 
-def _read_key(path):
-    """The signing key in the file ``path``: all its bytes; Failure if it cannot serve.
+def _read_key(args):
+    """The signing key in the file ``args.key_file``: all its bytes; exit status 2 if it cannot
+    serve.
 
     Read from a file, never from the command line, where other users
     can see it (``ps``). No newline is taken off: the key is the bytes
-    that a program reads from the same file.
+    that a program reads from the same file. A file of more than
+    :data:`MAX_KEY_FILE_SIZE` bytes, or a key too short, is a bad
+    argument. On POSIX, a file that its group or others can read is
+    warned of (on stderr): whoever reads the key can sign anything.
     """
+    path = args.key_file
     with open(path, "rb") as handle:
-        key = handle.read()
+        mode = os.fstat(handle.fileno()).st_mode
+        key = handle.read(MAX_KEY_FILE_SIZE + 1)
+    if len(key) > MAX_KEY_FILE_SIZE:
+        args.parser.error(
+            "--key-file %s: more than %d bytes, too many for a signing key"
+            % (path, MAX_KEY_FILE_SIZE)
+        )
     try:
         shelf._Signing(key)
     except ValueError as exc:
-        raise Failure("%s: %s" % (path, exc)) from None
+        args.parser.error("--key-file %s: %s" % (path, exc))
+    if os.name == "posix" and mode & 0o044:
+        _say(
+            "warning: %s can be read by other users (mode %04o): whoever reads it can sign "
+            "values; chmod 600 it" % (path, stat.S_IMODE(mode))
+        )
     return key
 
 
