@@ -418,6 +418,35 @@ def test_a_shelf_without_a_key_refuses_signed_values(dbopen, dbpath, serializer)
         refused(shelf, "k", "open the shelf with its key")
 
 
+class RunsCode:
+    """A pickle that, loaded, makes the directory ``marker``: proof that a planted pickle ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (self.marker,)
+
+
+def test_a_signed_shelf_opened_without_its_key_reads_unsigned_values(dbopen, dbpath, tmp_path):
+    """Nothing marks a database as signed: opened without the key, only signed values are
+    refused, and an unsigned pickle planted beside them runs.
+
+    What docs/signed-shelves.md says, "With and without a key" (found by
+    the adversarial pass: it said that such a shelf refused every value).
+    Fails if that changes, so that the page is changed with it.
+    """
+    marker = tmp_path / "ran"
+    with Shelf(dbopen(dbpath, "c"), key=KEY) as shelf:
+        shelf["config"] = {"retries": 3}
+        shelf.dict[b"planted"] = pickle.dumps(RunsCode(os.fspath(marker)))
+    with Shelf(dbopen(dbpath, "r")) as shelf:
+        with pytest.raises(semidbm.DBMSignatureError, match="open the shelf with its key"):
+            shelf["config"]
+        shelf["planted"]
+    assert marker.is_dir()
+
+
 def test_a_shelf_without_a_key_refuses_to_store_what_would_read_as_signed(dbopen, dbpath):
     """Catches: the write-side check removed (the value would be stored, then never read back)."""
 

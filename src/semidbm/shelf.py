@@ -536,7 +536,9 @@ class Shelf(shelve.Shelf[_VT]):
     serializer sees it (``get``, ``pop``, ``setdefault``, ``items()``
     too; ``in``, ``len`` and iteration read no value, and see every key).
     Without one, a signed value is refused the same way, since it cannot
-    be checked, and a serializer's bytes that would read as signed
+    be checked, but an unsigned one is read unchecked: nothing in the
+    database marks it as signed, so every open of a signed shelf must
+    pass its key. A serializer's bytes that would read as signed
     (starting with :data:`SIGNED_PREFIX`) are refused when stored. A
     shelf with a key cannot be pickled.
     """
@@ -782,7 +784,9 @@ def open_shelf(
             of them (a str is taken as UTF-8): every value is stored with
             an HMAC-SHA256 of it, its key and the serializer's name, and
             checked before it is deserialized (:class:`semidbm.shelf.SigningSerializer`,
-            :doc:`/signed-shelves`). Keep it out of the shelf's directory.
+            :doc:`/signed-shelves`). Keep it out of the shelf's directory,
+            and pass it on every open: nothing in the database says that
+            it is signed, and an open without it checks nothing.
         keyencoding: the encoding of the shelf's str keys.
         mode: as for :func:`semidbm.open`.
         **options: ``buffer_size``, ``verify_checksums``, ``recover``,
