@@ -31,6 +31,7 @@ import semidbm.dask as sdask  # noqa: E402
 from semidbm import _kernel, db, sharded  # noqa: E402
 
 from .conftest import compiled_only  # noqa: E402
+from .support.planted import RunsCode  # noqa: E402
 from .support.states import copied_data, logs_of_one_length  # noqa: E402
 
 #: The synchronous scheduler: the tasks run in the test's own process.
@@ -333,16 +334,6 @@ def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
 SIGNING_KEY = bytes(range(32))
 
 
-class RunsCode:
-    """A pickle that, loaded, makes the directory ``marker``: proof that a planted pickle ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.mkdir, (self.marker,)
-
-
 def signed_shelf_and_its_readers(dbopen, path):
     """A signed pickle shelf of two rows at ``path``; the rows, and the three readers with the
     shelf's key, by name, each a function of an open reader that returns its collection."""
@@ -380,7 +371,7 @@ def test_a_signed_shelf_is_read_with_its_key_and_a_planted_pickle_is_refused(dbo
             (b"a", rows["a"]), (b"missing", None), (b"b", rows["b"]),
         ]
     with dbopen(path, "w") as writer:
-        writer[b"a"] = pickle.dumps(RunsCode(os.fspath(marker)))
+        writer[b"a"] = pickle.dumps(RunsCode(marker))
     with dbopen(path, "r") as reader:
         for name, read in readers.items():
             with pytest.raises(semidbm.DBMSignatureError, match="b'a'.*it is unsigned"):

@@ -15,6 +15,7 @@ import array
 import ast
 import hashlib
 import hmac
+import math
 import os
 import pickle
 import shelve
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import types
 
 import pytest
 
@@ -39,6 +41,7 @@ from semidbm.shelf import (
 
 from .conftest import kernel_name
 from .support.cli import one_error_line, run
+from .support.planted import RunsCode
 
 #: The signing key of the tests, and another one.
 KEY = bytes(range(32))
@@ -418,16 +421,6 @@ def test_a_shelf_without_a_key_refuses_signed_values(dbopen, dbpath, serializer)
         refused(shelf, "k", "open the shelf with its key")
 
 
-class RunsCode:
-    """A pickle that, loaded, makes the directory ``marker``: proof that a planted pickle ran."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.mkdir, (self.marker,)
-
-
 def test_a_signed_shelf_opened_without_its_key_reads_unsigned_values(dbopen, dbpath, tmp_path):
     """Nothing marks a database as signed: opened without the key, only signed values are
     refused, and an unsigned pickle planted beside them runs.
@@ -439,7 +432,7 @@ def test_a_signed_shelf_opened_without_its_key_reads_unsigned_values(dbopen, dbp
     marker = tmp_path / "ran"
     with Shelf(dbopen(dbpath, "c"), key=KEY) as shelf:
         shelf["config"] = {"retries": 3}
-        shelf.dict[b"planted"] = pickle.dumps(RunsCode(os.fspath(marker)))
+        shelf.dict[b"planted"] = pickle.dumps(RunsCode(marker))
     with Shelf(dbopen(dbpath, "r")) as shelf:
         with pytest.raises(semidbm.DBMSignatureError, match="open the shelf with its key"):
             shelf["config"]
@@ -558,6 +551,25 @@ def test_writeback_signs_what_it_writes_back_and_never_caches_a_refusal(
         assert shelf["list"] == [1, 2]
 
 
+def test_a_writeback_json_shelf_keeps_a_signed_nan_it_did_not_change(tmp_path):
+    """A value holding NaN, signed by the json module (which writes NaN), read through a strict
+    JSON shelf with writeback and left unchanged: closing writes it back as it is stored.
+
+    Catches: the signed branch of ``Shelf._stored_as_it_is`` removed
+    (``MUT=stored_as_it_is``: the signed bytes compared as JSON text
+    never match, so close() raised the strict serializer's refusal).
+    """
+    import json
+
+    path = tmp_path / "s.db"
+    with semidbm.open_shelf(path, serializer=json, key=KEY) as shelf:
+        shelf["x"] = [float("nan")]
+    with semidbm.open_shelf(path, serializer="json", key=KEY, writeback=True) as shelf:
+        assert math.isnan(shelf["x"][0])
+    with semidbm.open_shelf(path, "r", serializer=json, key=KEY) as shelf:
+        assert math.isnan(shelf["x"][0])
+
+
 def test_empty_payloads_and_empty_values(dbopen, dbpath):
     """A serializer's empty payload is signed like any other; an empty stored value is unsigned."""
     reader = Recording(Literal())
@@ -626,8 +638,80 @@ def test_a_signed_shelf_and_its_serializer_refuse_to_be_pickled(dbopen, dbpath):
             pickle.dumps(shelf)
         with pytest.raises(TypeError, match="would carry its signing key"):
             pickle.dumps(shelf.signing)
-        assert KEY.hex() not in repr(shelf.signing) and repr(KEY) not in repr(shelf.signing)
-        assert not any(KEY in repr(value).encode() for value in vars(shelf).values())
+
+
+#: A signing key of printable bytes, which a repr or str that held it would show as they are.
+PRINTABLE_KEY = b"printable-signing-key-0123456789"
+
+
+def exposures(obj, key):
+    """Where ``obj`` shows the signing ``key``: the names of the attributes (in its ``__dict__``
+    or ``__slots__``) whose value holds its bytes or shows them, and ``repr`` or ``str`` if
+    those do.
+
+    A key is shown by its repr (``b'...'``), its hex, or its text (a
+    printable key, in a str or in a repr of anything holding it).
+    """
+    shown = (repr(key), key.hex(), key.decode("latin-1"))
+    found = [name for name, text in (("repr", repr(obj)), ("str", str(obj)))
+             if any(each in text for each in shown)]
+    names = list(getattr(obj, "__dict__", ()))
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else list(slots)
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, (bytes, bytearray, memoryview)) and key in bytes(value):
+            found.append(name)
+        elif any(each in repr(value) or each in str(value) for each in shown):
+            found.append(name)
+    return found
+
+
+def test_exposures_finds_a_key_wherever_it_is_held():
+    """The check below can fail: a key held in an attribute, a slot or a repr is found."""
+
+    class Slotted:
+        __slots__ = ("secret",)
+
+        def __init__(self, secret):
+            self.secret = secret
+
+    class Shown:
+        def __repr__(self):
+            return "<key %r>" % KEY
+
+    assert exposures(types.SimpleNamespace(kept=bytearray(PRINTABLE_KEY)), PRINTABLE_KEY) == [
+        "repr", "str", "kept",
+    ]
+    assert exposures(Slotted(PRINTABLE_KEY.decode()), PRINTABLE_KEY) == ["secret"]
+    assert exposures(types.SimpleNamespace(inner=[PRINTABLE_KEY]), PRINTABLE_KEY) == [
+        "repr", "str", "inner",
+    ]
+    assert exposures(Shown(), KEY) == ["repr", "str"]
+
+
+@pytest.mark.parametrize(
+    "key", [KEY, PRINTABLE_KEY, PRINTABLE_KEY.decode()], ids=["bytes", "printable", "str"]
+)
+def test_no_attribute_repr_or_pickle_shows_the_key(dbopen, dbpath, key):
+    """The shelf, its SigningSerializer and their _Signing hold the key in no attribute or
+    slot, and show it in no repr or str; a pickle of any is refused without quoting it.
+
+    Found by the adversarial pass: the check was ``KEY in repr(value)``,
+    which a repr (text, never the raw bytes) could not fail. Catches:
+    the key kept on the shelf (``MUT=key_in_vars``), shown by the
+    SigningSerializer's repr (``MUT=key_in_repr``), or kept by either
+    in a slot.
+    """
+    raw = key.encode() if isinstance(key, str) else key
+    with Shelf(dbopen(dbpath, "c"), key=key) as shelf:
+        held = (shelf, shelf.signing, shelf.signing._signing)
+        for each in held:
+            assert exposures(each, raw) == [], each
+            with pytest.raises(TypeError) as refusal:
+                pickle.dumps(each)
+            assert exposures(refusal.value, raw) == []
 
 
 def test_a_signing_serializer_serves_any_store_of_bytes_keys():
