@@ -31,6 +31,7 @@ import semidbm.dask as sdask  # noqa: E402
 from semidbm import _kernel, db, sharded  # noqa: E402
 
 from .conftest import compiled_only  # noqa: E402
+from .support.planted import RunsCode  # noqa: E402
 from .support.states import copied_data, logs_of_one_length  # noqa: E402
 
 #: The synchronous scheduler: the tasks run in the test's own process.
@@ -327,6 +328,87 @@ def test_a_bag_of_values_decoded_by_a_shelf_serializer(dbopen, tmp_path):
         ]
         with pytest.raises(ValueError, match="give serializer or decode, not both"):
             sdask.read_bag(reader, serializer="json", decode=len)
+
+
+#: The signing key of the signed shelves read here.
+SIGNING_KEY = bytes(range(32))
+
+
+def signed_shelf_and_its_readers(dbopen, path):
+    """A signed pickle shelf of two rows at ``path``; the rows, and the three readers with the
+    shelf's key, by name, each a function of an open reader that returns its collection."""
+    rows = {"a": {"n": 1}, "b": {"n": 2}}
+    with semidbm.shelf.Shelf(dbopen(path, "c", format=2), key=SIGNING_KEY) as shelf:
+        shelf.update(rows)
+    readers = {
+        "bag": lambda reader: sdask.read_bag(reader, serializer="pickle", key=SIGNING_KEY),
+        "dataframe": lambda reader: sdask.read_dataframe(reader, key=SIGNING_KEY),
+        "keys": lambda reader: sdask.read_keys(
+            reader, [b"a", b"missing", b"b"], serializer="pickle", key=SIGNING_KEY
+        ),
+    }
+    return rows, readers
+
+
+def test_a_signed_shelf_is_read_with_its_key_and_a_planted_pickle_is_refused(dbopen, tmp_path):
+    """read_bag, read_dataframe and read_keys with key=: signed values read back; a pickle
+    planted without the key is refused before it is loaded, and runs nothing.
+
+    Catches: the readers' key= ignored (value_decoder returning the bare
+    loads: the planted pickle makes its directory), and a refusal turned
+    into a decoding ValueError by ``decoded``.
+    """
+    path, marker = tmp_path / "s.db", tmp_path / "ran"
+    rows, readers = signed_shelf_and_its_readers(dbopen, path)
+    with dbopen(path, "r") as reader:
+        assert dict(readers["bag"](reader).compute(**SYNC)) == {
+            name.encode(): row for name, row in rows.items()
+        }
+        assert readers["dataframe"](reader).compute(**SYNC).sort_index()["n"].to_dict() == {
+            "a": 1, "b": 2,
+        }
+        assert readers["keys"](reader).compute(**SYNC) == [
+            (b"a", rows["a"]), (b"missing", None), (b"b", rows["b"]),
+        ]
+    with dbopen(path, "w") as writer:
+        writer[b"a"] = pickle.dumps(RunsCode(marker))
+    with dbopen(path, "r") as reader:
+        for name, read in readers.items():
+            with pytest.raises(semidbm.DBMSignatureError, match="b'a'.*it is unsigned"):
+                read(reader).compute(**SYNC)
+            assert not marker.exists(), name
+
+
+def test_a_signing_key_goes_with_a_serializer_only(dbopen, tmp_path):
+    """A decode of one's own would see signed values unchecked: key= with it is refused, and
+    key= without a serializer to check for; a key that cannot serve, before any task."""
+    with dbopen(tmp_path / "db", "c", format=2) as writer:
+        writer[b"a"] = b"1"
+    with dbopen(tmp_path / "db", "r") as reader:
+        with pytest.raises(ValueError, match="key goes with serializer, not with decode"):
+            sdask.read_bag(reader, decode=len, key=SIGNING_KEY)
+        with pytest.raises(ValueError, match="key goes with serializer, not with decode"):
+            sdask.read_dataframe(reader, decode=len, key=SIGNING_KEY)
+        with pytest.raises(ValueError, match="give serializer too"):
+            sdask.read_keys(reader, [b"a"], key=SIGNING_KEY)
+        with pytest.raises(ValueError, match="at least 16 bytes"):
+            sdask.read_bag(reader, serializer="json", key=b"short")
+
+
+def test_the_signed_decoder_pickles_for_worker_processes_and_still_checks(dbopen, tmp_path):
+    """What a worker process gets (the tasks pickled): a decoder that checks signatures.
+
+    Catches: a decoder that cannot be pickled (the SigningSerializer's
+    refusal: a processes or distributed scheduler would fail), or one
+    that loses its key or its check on the way.
+    """
+    decoder = sdask.value_decoder("json", None, SIGNING_KEY)
+    signing = semidbm.shelf.SigningSerializer("json", SIGNING_KEY)
+    copied = pickle.loads(pickle.dumps(decoder))
+    assert copied(b"k", memoryview(signing.dumps(b"k", [1]))) == [1]
+    with pytest.raises(semidbm.DBMSignatureError, match="another key of the database"):
+        copied(b"other", memoryview(signing.dumps(b"k", [1])))
+    assert repr(copied) == "<semidbm.dask.SignedLoads for the 'json' serializer>"
 
 
 def test_npartitions_is_an_integer_from_1_to_2_to_the_32(dbopen, tmp_path):

@@ -32,6 +32,7 @@ from .errors import (
     DBMError,
     DBMLoadError,
     DBMNotSyncedError,
+    DBMSignatureError,
     TornTailWarning,
     error,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "DBMLoadError",
     "DBMChecksumError",
     "DBMNotSyncedError",
+    "DBMSignatureError",
     "TornTailWarning",
     "implementation",
     "__version__",

@@ -214,3 +214,27 @@ LOCKED_HERE = (
     "semidbm database is locked by another writer (this process: a database object "
     "still open for writing; use that one, or close it first)"
 )
+#: A shelf value refused by its signature before it was deserialized (the key as the shelf
+#: names it, then one of the reasons below).
+SIGNATURE_REFUSED = "refused the value of %r before deserializing it: %s"
+#: A value without the signed layout's prefix, read where a signature is needed.
+UNSIGNED = "it is unsigned (written by a shelf without a key, or by another program)"
+#: A value with the signed layout's prefix but too short to hold a name and a tag (its length).
+SIGNATURE_CUT = "its signature is cut short (the value is %d bytes, too few for a name and a tag)"
+#: A signed value whose serializer's name is not the reader's (its name, the reader's).
+OTHER_SERIALIZER = "it was signed for the %r serializer, not for %r"
+#: A signed value whose tag does not match.
+BAD_SIGNATURE = (
+    "its signature does not match: it was signed with another key, or for another key of "
+    "the database, or it was changed since"
+)
+#: A signed value read by a shelf that has no key to check it with.
+SIGNED_NO_KEY = (
+    "it is signed, and this shelf has no key to check it with: open the shelf with its key "
+    "(open_shelf(..., key=...))"
+)
+#: An unsigned shelf's serializer returned a value that starts as a signed value does.
+LOOKS_SIGNED = (
+    "the serializer returned bytes that start as a signed value does (%r), which a shelf "
+    "would refuse to read back"
+)

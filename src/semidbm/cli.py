@@ -12,6 +12,7 @@ Long work shows a progress bar on stderr when it is a terminal.
 """
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -24,12 +25,19 @@ import threading
 import time
 import warnings
 
-from . import __version__, _examine, db, migrate
+from . import __version__, _examine, db, migrate, shelf
 from ._progress import Progress, human_bytes, quantity
 from .format import BATCH_FORMAT, TORN_PREFIX
 
 #: Exit statuses.
 OK, FAILED, BAD_ARGUMENTS, DAMAGED = 0, 1, 2, 3
+
+#: The most bytes ``verify --key-file`` reads of a key file (a key is 16 to a few dozen
+#: bytes); a longer file is refused, read no further (``--key-file /dev/zero``).
+MAX_KEY_FILE_SIZE = 4096
+
+#: The most keys whose refused signatures ``verify --key-file`` lists; a line counts the rest.
+LISTED_REFUSALS = 20
 
 
 class Failure(Exception):
@@ -163,9 +171,26 @@ def build_parser():
         "check every record's checksum; exit status 3 on damage",
         "Check every record of the data file: its lengths and its CRC-32. "
         "Reports the offset of each bad record and any torn tail; the exit "
-        "status is 3 if anything is damaged.",
+        "status is 3 if anything is damaged. With --key-file, also check "
+        "the signature of every value of a signed shelf.",
     )
     sub.add_argument("database", metavar="DB")
+    sub.add_argument(
+        "--key-file",
+        metavar="FILE",
+        help="also check that every value is signed with the signing key held in FILE (all "
+        "its bytes, as they are: at most %d; a warning if group or others can read FILE), "
+        "as a shelf opened with key= checks it; values that are not are listed by key, and "
+        "make the exit status 3; so do values signed for more than one serializer"
+        % MAX_KEY_FILE_SIZE,
+    )
+    sub.add_argument(
+        "--serializer",
+        metavar="NAME",
+        help="with --key-file, also refuse (and list) every value signed for a serializer "
+        "other than NAME (pickle, json, or a serializer's own name), as a shelf of that "
+        "serializer refuses it",
+    )
 
     sub = command(
         "compact",
@@ -432,7 +457,18 @@ def run_keys(args):
 
 
 def run_verify(args):
-    """``verify``: every record's lengths and checksum; status 3 on damage."""
+    """``verify``: every record's lengths and checksum, and with a key file every value's
+    signature; status 3 on damage or a refused signature.
+
+    The key is read, and refused if it cannot serve, before the log is.
+    """
+    if args.key_file is None:
+        if args.serializer is not None:
+            args.parser.error("--serializer names what --key-file checks: give --key-file too")
+        key = None
+    else:
+        key = _read_key(args)
+    name = None if args.serializer is None else _signed_name(args)
     with Progress("verifying", unit="bytes") as progress:
         found = _examine.examine(args.database, check_checksums=True, progress=progress)
     for offset, live in found.bad_checksums:
@@ -476,9 +512,109 @@ def run_verify(args):
     )
     if found.damaged:
         print("damaged: %s (%s)" % (_damage(found), summary))
-        return DAMAGED
-    print("ok: every checksum matches (%s)" % summary)
-    return OK
+    else:
+        print("ok: every checksum matches (%s)" % summary)
+    signed = key is None or _verify_signatures(args.database, key, name)
+    return OK if signed and not found.damaged else DAMAGED
+
+
+def _signed_name(args):
+    """The name ``args.serializer`` as signed values hold it; exit status 2 if none can."""
+    try:
+        return shelf._encoded_name(args.serializer)
+    except ValueError as exc:
+        args.parser.error("--serializer: %s" % exc)
+
+
+def _read_key(args):
+    """The signing key in the file ``args.key_file``: all its bytes; exit status 2 if it cannot
+    serve.
+
+    Read from a file, never from the command line, where other users
+    can see it (``ps``). No newline is taken off: the key is the bytes
+    that a program reads from the same file. A file of more than
+    :data:`MAX_KEY_FILE_SIZE` bytes, or a key too short, is a bad
+    argument. On POSIX, a file that its group or others can read is
+    warned of (on stderr): whoever reads the key can sign anything.
+    """
+    path = args.key_file
+    with open(path, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        key = handle.read(MAX_KEY_FILE_SIZE + 1)
+    if len(key) > MAX_KEY_FILE_SIZE:
+        args.parser.error(
+            "--key-file %s: more than %d bytes, too many for a signing key"
+            % (path, MAX_KEY_FILE_SIZE)
+        )
+    try:
+        shelf._Signing(key)
+    except ValueError as exc:
+        args.parser.error("--key-file %s: %s" % (path, exc))
+    if os.name == "posix" and mode & 0o044:
+        _say(
+            "warning: %s can be read by other users (mode %04o): whoever reads it can sign "
+            "values; chmod 600 it" % (path, stat.S_IMODE(mode))
+        )
+    return key
+
+
+#: The most bytes of a key that ``verify`` shows; a longer one is cut, saying its length.
+SHOWN_KEY_BYTES = 80
+
+
+def _shown_key(key):
+    """``key`` as ``verify`` shows it: its repr, cut after ``SHOWN_KEY_BYTES`` bytes."""
+    if len(key) <= SHOWN_KEY_BYTES:
+        return repr(key)
+    return "%r... (%s)" % (key[:SHOWN_KEY_BYTES], quantity(len(key), "byte"))
+
+
+def _verify_signatures(path, key, name):
+    """Check the signature of every value of the database ``path``; print what fails.
+
+    Lists the first ``LISTED_REFUSALS`` keys refused, then counts. True
+    if every value is signed with ``key`` under its own key, for the
+    serializer ``name`` (bytes) if given, else all for one serializer:
+    a shelf reads only its own serializer's values, so values of several
+    are counted by serializer and make it False. A database that cannot
+    be opened (a corrupt record, which the checksum pass has reported)
+    is no error here: it is said, and counts as damage, so that the exit
+    status stays 3.
+    """
+    try:
+        database = db.open(path)
+    except OSError as exc:
+        print("signatures not checked: %s" % describe(exc))
+        return False
+    names = collections.Counter()
+    refused = 0
+    with database, Progress("checking signatures") as progress:
+        values = len(database)
+        for stored_key, signed in shelf._signatures(database, key, name, progress):
+            if isinstance(signed, bytes):
+                names[signed.decode("utf-8", "replace")] += 1
+                continue
+            refused += 1
+            if refused <= LISTED_REFUSALS:
+                print("bad signature: key %s: %s" % (_shown_key(stored_key), signed))
+    if refused > LISTED_REFUSALS:
+        print("... and %d more" % (refused - LISTED_REFUSALS))
+    if refused:
+        print("refused signatures: %d of %s" % (refused, quantity(values, "value")))
+    if len(names) > 1:
+        print(
+            "signed for %d serializers: %s; a shelf reads one serializer's values (name it "
+            "with --serializer to list the others)"
+            % (len(names), ", ".join("%r %s" % (each, quantity(count, "value"))
+                                     for each, count in sorted(names.items())))
+        )
+    if refused or len(names) > 1:
+        return False
+    counted = quantity(values, "value")
+    if names:
+        counted += ", for the %r serializer" % next(iter(names))
+    print("ok: every signature matches (%s)" % counted)
+    return True
 
 
 def _damage(found, of_checksums=None):

@@ -60,10 +60,10 @@ except ImportError as exc:  # pragma: no cover - where the extra is installed, i
 from . import _messages, _parts, sharded
 from ._database import Database
 from .db import open as _open
-from .errors import DBMError
+from .errors import DBMError, DBMSignatureError
 from .format import BATCH_FORMAT
 from .sharded import ShardedDatabase, open_sharded
-from .shelf import make_serializer
+from .shelf import SigningSerializer, make_serializer
 
 __all__ = [
     "DatabaseChanged",
@@ -292,13 +292,21 @@ def opened(plan: Plan) -> Database:
     return database
 
 
-def decoded(
-    decode: Callable[[memoryview], Any], database: Union[Database, ShardedDatabase], key: bytes
-) -> Any:
-    """``decode`` of a zero-copy view of the value of ``key``; ValueError naming the key if not."""
+#: How a task decodes a value: called with its key and a zero-copy view of it (``value_decoder``).
+Decoder = Callable[[bytes, memoryview], Any]
+
+
+def decoded(decode: Decoder, database: Union[Database, ShardedDatabase], key: bytes) -> Any:
+    """``decode`` of ``key`` and a zero-copy view of its value; ValueError naming the key if not.
+
+    A value refused by its signature is no decoding error: its
+    :exc:`semidbm.DBMSignatureError` is raised as it is.
+    """
     view = database.view(key)  # its own errors (a checksum) are not the decoder's
     try:
-        return decode(view)
+        return decode(key, view)
+    except DBMSignatureError:
+        raise
     except Exception as exc:
         raise ValueError(
             "cannot decode the value of %r in %s: %s: %s"
@@ -338,6 +346,7 @@ def read_bag(
     npartitions: Optional[int] = None,
     decode: Optional[Callable[[memoryview], Any]] = None,
     serializer: Optional[str] = None,
+    key: Union[bytes, str, None] = None,
 ) -> "dask.bag.Bag":
     """A Dask bag of a database's ``(key, value)`` pairs (``what="items"``), keys or values.
 
@@ -356,25 +365,78 @@ def read_bag(
     value that does not decode raises ValueError naming the key. A task
     that finds the database written or compacted since this call raises
     :class:`DatabaseChanged`.
+
+    ``key`` is the signing key of a signed shelf (``open_shelf(...,
+    key=)``), with ``serializer``: each value's signature is checked,
+    as the shelf checks it, before the serializer reads it, and a value
+    refused raises :exc:`semidbm.DBMSignatureError`. A signed shelf read
+    without it checks nothing: an unsigned pickle planted in the file
+    runs. A ``decode`` of your own sees every value unchecked, so it
+    does not go with ``key``. The key travels with the tasks, to the
+    workers (docs/dask.md, "Signed shelves").
     """
     _parts.check_what(what)
-    decode = value_decoder(serializer, decode)
+    decode = value_decoder(serializer, decode, key)
     return dask.bag.from_delayed([
         dask.delayed(read_part, pure=True)(planned, part, what, decode)
         for planned, part in partitions_of(plan_any(path, npartitions))
     ])
 
 
-def value_decoder(serializer, decode) -> Optional[Callable[[memoryview], Any]]:
-    """``decode``, or the ``loads`` of the serializer named ``serializer``; None for neither."""
+def value_decoder(serializer, decode, key=None) -> Optional[Decoder]:
+    """How the readers' tasks decode values (a :data:`Decoder`), or None: they keep the bytes.
+
+    ``decode(view)``; or the ``loads`` of the serializer named
+    ``serializer``, after each value's signature is checked with the
+    signing ``key`` if one is given (:class:`SignedLoads`). ValueError
+    for ``decode`` with either (a ``decode`` of one's own cannot be told
+    which serializer signed), or ``key`` alone.
+    """
     if decode is not None:
         if serializer is not None:
             raise ValueError("give serializer or decode, not both")
-        return decode
+        if key is not None:
+            raise ValueError(
+                "key goes with serializer, not with decode: a decode of your own sees each "
+                "value's bytes, its signature unchecked"
+            )
+        return lambda stored_key, view: decode(view)
     if serializer is None:
+        if key is not None:
+            raise ValueError("key checks values for a serializer: give serializer too")
         return None
+    if key is not None:
+        return SignedLoads(serializer, key)
     loads = make_serializer(serializer).loads
-    return lambda view: loads(bytes(view))
+    return lambda stored_key, view: loads(bytes(view))
+
+
+class SignedLoads:
+    """A :data:`Decoder` of a signed shelf's values: ``SigningSerializer.loads``, which checks
+    each value's signature under its key before the serializer reads it.
+
+    Made from the serializer's option and the signing key, both checked
+    when it is made (before any task runs). A SigningSerializer refuses
+    to be pickled, so that no pickle carries its key by accident; this
+    decoder is pickled on purpose, as those two arguments, for the tasks
+    that Dask sends to worker processes: the key goes with them, where
+    the task graph goes (docs/dask.md, "Signed shelves").
+    """
+
+    __slots__ = ("_arguments", "_signing")
+
+    def __init__(self, serializer: Any, key: Union[bytes, str]) -> None:
+        self._arguments = (serializer, key)
+        self._signing = SigningSerializer(serializer, key)
+
+    def __repr__(self) -> str:
+        return "<semidbm.dask.SignedLoads for the %r serializer>" % self._signing.name
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return SignedLoads, self._arguments
+
+    def __call__(self, stored_key: bytes, view: memoryview) -> Any:
+        return self._signing.loads(stored_key, view)
 
 
 def text_key(key: bytes, path: str) -> str:
@@ -463,6 +525,7 @@ def read_dataframe(
     columns: Optional[Iterable[str]] = None,
     npartitions: Optional[int] = None,
     meta: Any = None,
+    key: Union[bytes, str, None] = None,
 ) -> Any:
     """A Dask DataFrame of a database's values, one row per key, indexed by the key (``key``).
 
@@ -477,13 +540,15 @@ def read_dataframe(
     ``dask.dataframe.from_map``) gives the columns and dtypes; without it,
     they are those of one value, read by this call (ValueError if the
     database is empty: pass ``meta``). An empty partition has the columns
-    and dtypes of ``meta``. Sources and partitions as for :func:`read_bag`.
+    and dtypes of ``meta``. Sources and partitions as for :func:`read_bag`,
+    and ``key``, the signing key of a signed shelf, as there: without it
+    a signed shelf's values are read unchecked.
     """
     import dask.dataframe  # type: ignore[import-not-found,unused-ignore]
     from dask.dataframe.utils import make_meta  # type: ignore[import-not-found,unused-ignore]
 
     planned = plan_any(path, npartitions)
-    decode = value_decoder(serializer or (None if decode else "pickle"), decode)
+    decode = value_decoder(serializer or (None if decode else "pickle"), decode, key)
     kept = None if columns is None else list(columns)
     meta = inferred_meta(planned, decode, kept) if meta is None else make_meta(meta)
     plans, parts = zip(*partitions_of(planned))
@@ -512,12 +577,15 @@ def read_keys(
     npartitions: Optional[int] = None,
     default: Any = None,
     decode: Optional[Callable[[memoryview], Any]] = None,
+    serializer: Optional[str] = None,
+    key: Union[bytes, str, None] = None,
 ) -> "dask.bag.Bag":
     """A Dask bag of ``(key, value)`` pairs for ``keys``, in order: a partitioned ``get_many``.
 
     ``keys`` is a list (split into ``npartitions`` runs; by default one per
     :data:`KEYS_PER_PARTITION`) or a Dask bag (its partitions kept). A
-    missing key gives ``default``; values as for :func:`read_bag`. Every
+    missing key gives ``default``; values as for :func:`read_bag` (``decode``,
+    or ``serializer`` with a signed shelf's ``key``). Every
     task reads the state of the database this call found, or raises
     :class:`DatabaseChanged`. In a sharded database (``path`` as for
     :func:`read_bag`) each task routes its keys to their shards and
@@ -532,7 +600,7 @@ def read_keys(
             1, math.ceil(len(listed) / KEYS_PER_PARTITION)
         )
         bag = dask.bag.from_sequence(listed, npartitions=count)
-    return bag.map_partitions(lookup, planned, default, decode)
+    return bag.map_partitions(lookup, planned, default, value_decoder(serializer, decode, key))
 
 
 def pair_encoder(serializer, encode) -> Optional[Callable[[Any], Any]]:

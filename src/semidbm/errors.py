@@ -27,6 +27,24 @@ class DBMChecksumError(DBMError):
     """A value whose CRC-32 does not match, found with ``verify_checksums``."""
 
 
+class DBMSignatureError(DBMError):
+    """A shelf value refused before it was deserialized: its signature is missing or wrong.
+
+    Raised by a shelf opened with a signing key (``open_shelf(...,
+    key=secret)``, :class:`semidbm.shelf.SigningSerializer`) for a value
+    that is unsigned, whose signature is cut short, made for another
+    serializer, or does not match: written without the key, with
+    another key, under another key of the database, or changed since.
+    Raised too by a shelf without a key for a value that is signed, which
+    it cannot check. Either way the serializer never saw the value: a
+    pickle planted in the file runs no code. ``reason`` says which
+    refusal it is, in words.
+    """
+
+    #: Why the value was refused, in words ("it is unsigned ...").
+    reason: str = ""
+
+
 class DBMNotSyncedError(DBMError):
     """A write whose sync failed: dbm.gnu's flag letter ``s``.
 
