@@ -673,7 +673,8 @@ class Store:
         records walked as records), as the compiled kernel's ``write_live``
         does, and stops at the first sign of damage: a live record whose
         value length is not the index's or whose own bytes are not sound
-        (``_records.sound_live``), or a record, live or not, whose lengths
+        (its CRC-32; the empty record as ``_records.sound_live`` judges
+        it), or a record, live or not, whose lengths
         cannot be a record's or run past the log. The copy is then started
         again from the index, which judges every live record on its own
         bytes, as it is when the walk jumped over live records
@@ -692,48 +693,58 @@ class Store:
             end = min(total, len(data))
             if end != total:
                 raise DBMError(_messages.CHANGED_UNDER % (self.path, end))
+            # The loop of every compaction: names held locally, one check per branch.
+            unpack, live_at, batches = LENGTHS.unpack_from, self._index.get, self._batches
+            matches = _records.checksum_matches
             position = HEADER_SIZE
             while position < end:
                 if end - position < EMPTY_RECORD_SIZE:
                     lost = True
                     break
-                key_length, value_length = LENGTHS.unpack_from(data, position)
-                if value_length == BATCH and self._batches:
+                key_length, value_length = unpack(data, position)
+                value_start = position + LENGTHS_SIZE + key_length
+                if value_length >= 0:
+                    stop = value_start + value_length + CHECKSUM_SIZE
+                elif value_length == DELETED:
+                    stop = value_start + CHECKSUM_SIZE
+                elif value_length == BATCH and batches:
                     position += BATCH_HEAD_SIZE  # its records follow, back to back
                     continue
-                value_start = position + LENGTHS_SIZE + key_length
-                if key_length < 0 or value_length < DELETED or value_start + CHECKSUM_SIZE > end:
+                else:
                     lost = True
                     break
-                stop = value_start + max(value_length, 0) + CHECKSUM_SIZE
-                if value_length != DELETED:
-                    key = data[position + LENGTHS_SIZE : value_start]
-                    live = self._index.get(key)
-                    if live is not None and live[0] == value_start:
-                        # A value length other than the index's is damage, as
-                        # the compiled kernel's CRC-32 over that length finds.
-                        if live[1] != value_length or sound_live(
-                            data, position, key, value_start, value_length, end, self._batches
-                        ) is None:
-                            lost = True
-                            break
-                        size = stop - position
-                        if len(chunk) + size > COMPACT_CHUNK:
-                            _files.write_all(out, chunk)
-                            chunk.clear()
-                        if size > COMPACT_CHUNK:
-                            with memoryview(data) as view:
-                                _files.write_all(out, view[position:stop])
-                        else:
-                            chunk += data[position:stop]
-                        index[key] = (written + value_start - position, value_length)
-                        written += size
-                        if progress is not None and stop >= next_report:
-                            progress(stop, total)
-                            next_report = stop + PROGRESS_STEP
-                if stop > end:
+                if key_length < 0 or stop > end:
                     lost = True
                     break
+                if value_length < 0:
+                    position = stop
+                    continue
+                key = data[position + LENGTHS_SIZE : value_start]
+                live = live_at(key)
+                if live is not None and live[0] == value_start:
+                    # A value length other than the index's is damage, as
+                    # the compiled kernel's CRC-32 over that length finds.
+                    if live[1] != value_length or not (
+                        matches(data, key, value_start, stop)
+                        if stop - position != EMPTY_RECORD_SIZE
+                        else sound_live(data, position, key, value_start, 0, end, batches)
+                    ):
+                        lost = True
+                        break
+                    size = stop - position
+                    if len(chunk) + size > COMPACT_CHUNK:
+                        _files.write_all(out, chunk)
+                        chunk.clear()
+                    if size > COMPACT_CHUNK:
+                        with memoryview(data) as view:
+                            _files.write_all(out, view[position:stop])
+                    else:
+                        chunk += data[position:stop]
+                    index[key] = (written + value_start - position, value_length)
+                    written += size
+                    if progress is not None and stop >= next_report:
+                        progress(stop, total)
+                        next_report = stop + PROGRESS_STEP
                 position = stop
 
             def copy_by_index():
