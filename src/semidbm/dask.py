@@ -376,9 +376,9 @@ def read_bag(
     workers (docs/dask.md, "Signed shelves").
     """
     _parts.check_what(what)
-    decode = value_decoder(serializer, decode, key)
+    decoder = value_decoder(serializer, decode, key)
     return dask.bag.from_delayed([
-        dask.delayed(read_part, pure=True)(planned, part, what, decode)
+        dask.delayed(read_part, pure=True)(planned, part, what, decoder)
         for planned, part in partitions_of(plan_any(path, npartitions))
     ])
 
@@ -436,7 +436,7 @@ class SignedLoads:
         return SignedLoads, self._arguments
 
     def __call__(self, stored_key: bytes, view: memoryview) -> Any:
-        return self._signing.loads(stored_key, view)
+        return self._signing.loads(stored_key, bytes(view))  # the check copies it all the same
 
 
 def text_key(key: bytes, path: str) -> str:
@@ -548,12 +548,12 @@ def read_dataframe(
     from dask.dataframe.utils import make_meta  # type: ignore[import-not-found,unused-ignore]
 
     planned = plan_any(path, npartitions)
-    decode = value_decoder(serializer or (None if decode else "pickle"), decode, key)
+    decoder = value_decoder(serializer or (None if decode else "pickle"), decode, key)
     kept = None if columns is None else list(columns)
-    meta = inferred_meta(planned, decode, kept) if meta is None else make_meta(meta)
+    meta = inferred_meta(planned, decoder, kept) if meta is None else make_meta(meta)
     plans, parts = zip(*partitions_of(planned))
     return dask.dataframe.from_map(
-        frame_part, list(plans), list(parts), args=(decode, kept, meta),
+        frame_part, list(plans), list(parts), args=(decoder, kept, meta),
         meta=meta, enforce_metadata=False,
     )
 
