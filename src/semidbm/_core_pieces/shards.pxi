@@ -132,10 +132,11 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
     and sums each shard's body, so that a shard's body over MAX_LENGTH
     bytes raises ValueError before anything is allocated; the second
     encodes each pair, in the order given, straight into its shard's
-    record, allocated once at its final size: no buffer that grows and
-    is copied (in a Dask worker, whose freed memory goes back to the
-    system, each page of a new buffer costs a page fault, and the copy
-    doubled the pages a partition's encoding touched). A key given
+    record, allocated once at its final size. A buffer that grew and was
+    then copied would touch each page twice: in a Dask worker, whose
+    freed memory goes back to the system, each page new to the process
+    costs a page fault (and, in a virtual machine, often the host's
+    too). A key given
     twice has two records, applied in order: the last value wins. Each
     record's checksum is computed as it is encoded, then each body gets
     its batch head.
@@ -146,16 +147,17 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
     cdef bytes key, value
     cdef size_t size
     cdef size_t* sizes
-    cdef size_t* used
+    cdef bytes record
+    cdef char** ends  # where each shard's next record goes, in its record's body
     cdef list checked = []  # the pairs as bytes: the second pass runs no Python code
     cdef list records
-    cdef char* body
+    cdef char* data
     if count < 1:
         raise ValueError("no shard")
     sizes = <size_t*>calloc(count, sizeof(size_t))
-    used = <size_t*>calloc(count, sizeof(size_t))
+    ends = <char**>calloc(count, sizeof(char*))
     try:
-        if sizes == NULL or used == NULL:
+        if sizes == NULL or ends == NULL:
             raise MemoryError("cannot allocate room for %d shards" % count)
         for item in pairs:
             pair = shards_pair(item, number)
@@ -170,23 +172,24 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
             number += 1
         records = []
         for shard in range(count):
-            records.append(PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + sizes[shard])
-                           if sizes[shard] else None)
+            if not sizes[shard]:
+                records.append(None)
+                continue
+            record = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + sizes[shard])
+            records.append(record)
+            ends[shard] = PyBytes_AS_STRING(record) + RECORD_OVERHEAD
         for pair in checked:
             key = pair[0]
             value = pair[1]
             shard = shards_route(key, count)
-            body = PyBytes_AS_STRING(<bytes><object>PyList_GET_ITEM(records, shard)) + RECORD_OVERHEAD
-            used[shard] += <size_t>encode_record(body + used[shard],
-                                                 PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
-                                                 PyBytes_AS_STRING(value),
-                                                 PyBytes_GET_SIZE(value))
+            ends[shard] += encode_record(ends[shard], PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                                         PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
         for shard in range(count):
             if sizes[shard]:
-                body = PyBytes_AS_STRING(<bytes><object>PyList_GET_ITEM(records, shard))
-                encode_lengths(body, sizes[shard], BATCH)
-                store_be32(body + LENGTHS_SIZE, crc32(0, body + RECORD_OVERHEAD, sizes[shard]))
+                data = PyBytes_AS_STRING(records[shard])
+                encode_lengths(data, sizes[shard], BATCH)
+                store_be32(data + LENGTHS_SIZE, crc32(0, data + RECORD_OVERHEAD, sizes[shard]))
         return records
     finally:
         free(sizes)
-        free(used)
+        free(ends)
