@@ -335,6 +335,19 @@ def test_a_bad_pair_is_refused_alike_in_c_and_in_python(pairs, error, message):
             split()
 
 
+def test_a_shard_past_what_a_batch_holds_is_refused_before_any_record_is_made():
+    # One 64 MiB value, 33 times: 2 GiB of records for the one shard, in
+    # 64 MiB of memory. The compiled encoder sums each shard's records
+    # before it makes any, so the refusal costs no 2 GiB buffer.
+    resource = pytest.importorskip("resource")  # the peak resident size (POSIX)
+    store = compiled_store()
+    value = bytes(64 << 20)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match="at most 2147483647 bytes"):
+        store._routed_batches(((b"k%d" % number, value) for number in range(33)), 1)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 256 << 10  # KiB
+
+
 @pytest.mark.parametrize("count", [0, -1])
 def test_no_shard_is_refused_alike_in_c_and_in_python(count):
     store = compiled_store()

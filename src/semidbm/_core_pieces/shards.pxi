@@ -124,84 +124,72 @@ cdef list shards_split(object pairs, Py_ssize_t count):
     return pieces
 
 
-cdef struct Growing:
-    char* data   # RECORD_OVERHEAD bytes for a batch's head, then the records
-    size_t used  # of the records
-    size_t room  # of data
-
-
-cdef int grow_for(Growing* buffer, size_t size) except -1:
-    """Make room in ``buffer`` for ``size`` more bytes of records, or raise ValueError or
-    MemoryError: a batch's body holds at most MAX_LENGTH bytes."""
-    cdef size_t wanted = RECORD_OVERHEAD + buffer.used + size
-    cdef size_t room = buffer.room or 65536
-    cdef char* grown
-    if buffer.used + size > <size_t>MAX_LENGTH:
-        raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
-    if wanted <= buffer.room:
-        return 0
-    while room < wanted:
-        room *= 2
-    grown = <char*>realloc(buffer.data, room)
-    if grown == NULL:
-        raise MemoryError("cannot allocate %d bytes for a batch" % room)
-    buffer.data = grown
-    buffer.room = room
-    return 0
-
-
 cdef list shards_batches(object pairs, Py_ssize_t count):
     """``Store._routed_batches``: the ``(key, value)`` pairs of ``pairs`` as one batch record per
     shard (None for a shard without any), routed and checked as ``shards_split`` does.
 
-    Each pair is encoded into its shard's body once, in the order given
-    (a key given twice has two records, applied in order: the last
-    value wins), and each record's checksum computed there; then each
-    body gets its batch head. A shard's body over MAX_LENGTH bytes
-    raises ValueError, before any record returns.
+    Two passes: the first reads and checks every pair (``shards_pair``)
+    and sums each shard's body, so that a shard's body over MAX_LENGTH
+    bytes raises ValueError before anything is allocated; the second
+    encodes each pair, in the order given, straight into its shard's
+    record, allocated once at its final size. A buffer that grew and was
+    then copied would touch each page twice: in a Dask worker, whose
+    freed memory goes back to the system, each page new to the process
+    costs a page fault (and, in a virtual machine, often the host's
+    too). A key given
+    twice has two records, applied in order: the last value wins. Each
+    record's checksum is computed as it is encoded, then each body gets
+    its batch head.
     """
     cdef Py_ssize_t number = 0
     cdef Py_ssize_t shard
     cdef tuple pair
     cdef bytes key, value
     cdef size_t size
-    cdef Growing* buffers
-    cdef Growing* buffer
-    cdef list records
+    cdef size_t* sizes
     cdef bytes record
+    cdef char** ends  # where each shard's next record goes, in its record's body
+    cdef list checked = []  # the pairs as bytes: the second pass runs no Python code
+    cdef list records
+    cdef char* data
     if count < 1:
         raise ValueError("no shard")
-    buffers = <Growing*>calloc(count, sizeof(Growing))
-    if buffers == NULL:
-        raise MemoryError("cannot allocate room for %d shards" % count)
+    sizes = <size_t*>calloc(count, sizeof(size_t))
+    ends = <char**>calloc(count, sizeof(char*))
     try:
+        if sizes == NULL or ends == NULL:
+            raise MemoryError("cannot allocate room for %d shards" % count)
         for item in pairs:
             pair = shards_pair(item, number)
             key = pair[0]
             value = pair[1]
             size = RECORD_OVERHEAD + PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)
-            buffer = &buffers[shards_route(key, count)]
-            grow_for(buffer, size)
-            encode_record(buffer.data + RECORD_OVERHEAD + buffer.used,
-                          PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
-                          PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
-            buffer.used += size
+            shard = shards_route(key, count)
+            if sizes[shard] + size > <size_t>MAX_LENGTH:
+                raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+            sizes[shard] += size
+            checked.append(pair)
             number += 1
         records = []
         for shard in range(count):
-            buffer = &buffers[shard]
-            if not buffer.used:
+            if not sizes[shard]:
                 records.append(None)
                 continue
-            encode_lengths(buffer.data, buffer.used, BATCH)
-            store_be32(buffer.data + LENGTHS_SIZE,
-                       crc32(0, buffer.data + RECORD_OVERHEAD, buffer.used))
-            record = PyBytes_FromStringAndSize(buffer.data, RECORD_OVERHEAD + buffer.used)
-            free(buffer.data)  # at once: the records of every shard are as large as the input
-            buffer.data = NULL
+            record = PyBytes_FromStringAndSize(NULL, RECORD_OVERHEAD + sizes[shard])
             records.append(record)
+            ends[shard] = PyBytes_AS_STRING(record) + RECORD_OVERHEAD
+        for pair in checked:
+            key = pair[0]
+            value = pair[1]
+            shard = shards_route(key, count)
+            ends[shard] += encode_record(ends[shard], PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                                         PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+        for shard in range(count):
+            if sizes[shard]:
+                data = PyBytes_AS_STRING(records[shard])
+                encode_lengths(data, sizes[shard], BATCH)
+                store_be32(data + LENGTHS_SIZE, crc32(0, data + RECORD_OVERHEAD, sizes[shard]))
         return records
     finally:
-        for shard in range(count):
-            free(buffers[shard].data)
-        free(buffers)
+        free(sizes)
+        free(ends)
