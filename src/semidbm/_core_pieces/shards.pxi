@@ -136,10 +136,9 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
     then copied would touch each page twice: in a Dask worker, whose
     freed memory goes back to the system, each page new to the process
     costs a page fault (and, in a virtual machine, often the host's
-    too). A key given
-    twice has two records, applied in order: the last value wins. Each
-    record's checksum is computed as it is encoded, then each body gets
-    its batch head.
+    too). A key given twice has two records, applied in order: the last
+    value wins. Each record's checksum is computed as it is encoded;
+    each body's, once it is whole, goes into its batch head.
     """
     cdef Py_ssize_t number = 0
     cdef Py_ssize_t shard
