@@ -580,3 +580,26 @@ def test_both_kernels_report_progress_alike(dbopen, dbpath, stopped):
         assert left_out == 0
         expected = reports(ends)
     assert calls == expected + [(total, total)]
+
+
+def test_a_live_empty_record_goes_with_damage_to_the_record_after_it(dbopen, dbpath):
+    """The empty record, then a dead record whose value is damaged: both kernels count both.
+
+    Twelve zero bytes are sound only as the replay reads a zero run,
+    followed by a sound record; here what follows fails its checksum, so
+    the empty record is refused with it (a reopen would end the log at
+    it). Catches the kernels disagreeing on it (the pure kernel, knowing
+    its value length, took it for sound; the compiled one cannot tell it
+    from zeros a lost sector left).
+    """
+    empty, old = put_record(b"", b""), put_record(b"z", b"old")
+    write_data(dbpath, BEFORE, empty, old, put_record(b"z", b"new"))
+    with dbopen(dbpath, "w") as database:
+        with open(dbpath / "data", "r+b") as file:
+            file.seek(len(HEADER) + len(BEFORE) + len(empty) + LENGTHS_SIZE + 1)  # old's value
+            file.write(b"X")
+        with pytest.raises(semidbm.DBMChecksumError,
+                           match="key b'' at offset %d" % (len(HEADER) + len(BEFORE))):
+            database.compact()
+        assert database.compact(recover=True) == 1
+        assert dict(database.items()) == {b"a": b"1", b"z": b"new"}
