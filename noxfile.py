@@ -320,12 +320,14 @@ def session_python_tag(session):
     """The extension suffix of the session's Python (``.cpython-311-x86_64-linux-gnu.so``).
 
     Asked with ``run_install``, which ``--install-only`` runs too (``run``
-    returns None there).
+    returns None there), else with ``run``, which ``-R`` (no install) runs
+    where it skips ``run_install``.
     """
-    return session.run_install(
-        "python", "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))",
-        silent=True,
-    ).strip()
+    command = ("python", "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+    found = session.run_install(*command, silent=True)
+    if found is None:
+        found = session.run(*command, silent=True)
+    return found.strip()
 
 
 def test_processes():

@@ -603,3 +603,33 @@ def test_a_live_empty_record_goes_with_damage_to_the_record_after_it(dbopen, dbp
             database.compact()
         assert database.compact(recover=True) == 1
         assert dict(database.items()) == {b"a": b"1", b"z": b"new"}
+
+
+@pytest.mark.parametrize("damage_before", [False, True], ids=["sound", "damage-before"])
+def test_the_empty_record_that_ends_a_batch_that_ends_the_log(dbopen, dbpath, damage_before):
+    """A batch's last record is ``b''`` = ``b''``, and the log ends with the batch.
+
+    Nothing follows its twelve zero bytes, but the replay reads no zero
+    run inside a batch whose body's checksum matches, nor may the
+    compaction: it is copied. Catches the zero-run rule applied inside a
+    whole batch (refused; with ``recover=True``, ``b''`` gone). With
+    damage before it (``a``'s value), the walk stops there and the copy
+    from the index, which knows no batches, judges ``b''`` by the zero-run
+    rule: refused with ``a``, the exception durability.md states.
+    """
+    with dbopen(dbpath, "c", format=2) as database:
+        database[b"a"] = b"1"
+        with database.batch() as batch:
+            batch[b"x"] = b"y"
+            batch[b""] = b""
+    with dbopen(dbpath, "w") as database:
+        if damage_before:
+            damage_the_value(dbpath, b"1")
+            assert database.compact(recover=True) == 2
+            assert dict(database.items()) == {b"x": b"y"}
+        else:
+            assert database.compact() == 0
+            assert dict(database.items()) == {b"a": b"1", b"x": b"y", b"": b""}
+    with dbopen(dbpath) as database:
+        assert database.torn_tail is None
+        assert len(database) == (1 if damage_before else 3)

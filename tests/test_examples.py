@@ -345,8 +345,9 @@ def test_block(block, kernel, tmp_path):
 def test_read_top_to_bottom(kernel, tmp_path, document):
     """A page a newcomer follows step by step: its blocks, run in order in one directory, work.
 
-    Catches a block that breaks a later one (the README's "Use" made
-    ``cache.db``, so its later ``semidbm convert old cache.db`` refused).
+    Catches a block that breaks a later one (Getting started's first
+    block made ``cache.db``, so its later ``semidbm convert old
+    cache.db`` refused).
     """
     blocks = [
         block

@@ -68,10 +68,11 @@ def all_copied(out, live, copied, lost, copy_by_index):
     checkpoint and ``copy_by_index()`` copies each live record from the
     index's own offset, in log order, refusing or leaving out
     (``recover``) only one whose own bytes are not sound: its lengths
-    run past the log, its key is not the one the index holds there, or
-    its CRC-32 does not match (docs/durability.md, "Compaction"). It
-    returns how many it left out; a walk that copied every live record
-    left out none.
+    run past the log, its key is not the one the index holds there, its
+    CRC-32 does not match, or, for the empty record, no sound record
+    follows its zero run (docs/durability.md, "Compaction"). It returns
+    how many it left out; a walk that copied every live record left out
+    none.
     """
     if copied == live and not lost:
         return 0

@@ -992,6 +992,7 @@ cdef class Store:
         cdef uint64_t position = HEADER_SIZE
         cdef uint64_t end = self.log.disk_end
         cdef uint64_t next_report = PROGRESS_STEP
+        cdef uint64_t batch_end = 0  # the end of the whole batch the walk is in, if any
         cdef Py_ssize_t used = 0
         cdef Py_ssize_t size
         cdef uint64_t live_offset
@@ -1011,7 +1012,12 @@ cdef class Store:
                 key_size = <int32_t>load_be32(record)
                 value_size = <int32_t>load_be32(record + 4)
                 if value_size == BATCH and self.log.batches:
-                    position += RECORD_OVERHEAD  # its records follow, back to back
+                    # Its records follow, back to back; a body whose checksum matches
+                    # vouches for an empty record at its end (sound_live_size).
+                    if position >= batch_end and whole_batch(self.log.map, position, key_size,
+                                                             end):
+                        batch_end = position + RECORD_OVERHEAD + <uint64_t>key_size
+                    position += RECORD_OVERHEAD
                     continue
                 if (key_size < 0 or value_size < DELETED
                         or <uint64_t>key_size > end - position - RECORD_OVERHEAD):
@@ -1027,7 +1033,7 @@ cdef class Store:
                         break
                     if found == 1 and live_offset == position:
                         if not sound_live_size(self.log.map, position, key_size, value_size, end,
-                                               self.log.batches):
+                                               self.log.batches, position < batch_end):
                             lost[0] = True
                             break
                         if used + size > COMPACT_CHUNK:
@@ -1127,7 +1133,7 @@ cdef class Store:
                 if keyed and keys_find_kept(self, record + LENGTHS_SIZE, key_size,
                                             slots[at].hash, &found) == 1 and found == offset:
                     size = sound_live_size(self.log.map, offset, key_size, value_size, end,
-                                           self.log.batches)
+                                           self.log.batches, False)
             if size:
                 write_or_raise(out, record, size)
                 empty_at = written if size == RECORD_OVERHEAD else 0

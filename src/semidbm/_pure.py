@@ -36,6 +36,7 @@ from ._records import (
     seal,
     sound_live,
     walk,
+    whole_batch,
 )
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError
@@ -697,6 +698,7 @@ class Store:
             unpack, live_at, batches = LENGTHS.unpack_from, self._index.get, self._batches
             matches = _records.checksum_matches
             position = HEADER_SIZE
+            batch_end = 0  # the end of the whole batch the walk is in, if any
             while position < end:
                 if end - position < EMPTY_RECORD_SIZE:
                     lost = True
@@ -708,7 +710,13 @@ class Store:
                 elif value_length == DELETED:
                     stop = value_start + CHECKSUM_SIZE
                 elif value_length == BATCH and batches:
-                    position += BATCH_HEAD_SIZE  # its records follow, back to back
+                    # Its records follow, back to back; a body whose checksum matches
+                    # vouches for an empty record at its end (_records.sound_live).
+                    if position >= batch_end and key_length > 0 and whole_batch(
+                        data, position, key_length, end
+                    ):
+                        batch_end = position + BATCH_HEAD_SIZE + key_length
+                    position += BATCH_HEAD_SIZE
                     continue
                 else:
                     lost = True
@@ -727,7 +735,8 @@ class Store:
                     if live[1] != value_length or not (
                         matches(data, key, value_start, stop)
                         if stop - position != EMPTY_RECORD_SIZE
-                        else sound_live(data, position, key, value_start, 0, end, batches)
+                        else sound_live(data, position, key, value_start, 0, end, batches,
+                                        position < batch_end)
                     ):
                         lost = True
                         break
@@ -790,7 +799,7 @@ class Store:
                 data[start + LENGTHS_SIZE : value_start] == key
             )
             stop = (
-                sound_live(data, start, key, value_start, value_length, end, self._batches)
+                sound_live(data, start, key, value_start, value_length, end, self._batches, False)
                 if keyed
                 and data[start + 4 : start + LENGTHS_SIZE] == value_length.to_bytes(4, "big")
                 else None

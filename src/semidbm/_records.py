@@ -286,7 +286,7 @@ def _sound(data, position, end, batches):
     )
 
 
-def sound_live(data, start, key, value_start, value_length, end, batches):
+def sound_live(data, start, key, value_start, value_length, end, batches, in_batch):
     """Where the put at ``start`` ends if its own bytes are sound, else None: the compaction's
     judge of a live record (the compiled kernel's ``sound_live_size``).
 
@@ -296,14 +296,16 @@ def sound_live(data, start, key, value_start, value_length, end, batches):
     also a run of them followed by a sound record, as the replay reads
     zero runs (docs/FORMAT.md, "Zero runs"): zeros a lost page or sector
     left over a record's lengths read as one, and the log never ends in
-    one.
+    one. But not ``in_batch`` (inside a batch whose body's checksum
+    matches), where the replay reads no zero run either: a batch may end
+    in the empty record, and the log in that batch.
     """
     if value_length < 0:
         return None
     stop = value_start + value_length + CHECKSUM_SIZE
     if stop > end or not checksum_matches(data, key, value_start, stop):
         return None
-    if stop - start == EMPTY_RECORD_SIZE and not _sound(
+    if stop - start == EMPTY_RECORD_SIZE and not in_batch and not _sound(
         data, _zero_run_end(data, start, end), end, batches
     ):
         return None

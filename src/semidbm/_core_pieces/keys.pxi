@@ -113,17 +113,15 @@ cdef Py_ssize_t keys_find(Store store, const char* key, Py_ssize_t size, uint32_
     The private table first, then the mapped index file (dropped if a
     check fails: the private table then holds every key).
     """
-    cdef Py_ssize_t slot = table_find(&store.index.table, key, size, hashed)
-    if slot >= 0:
-        offset[0] = store.index.table.slots[slot].offset
-        return 1
-    if store.index.base.table.capacity:
-        return keys_find_in_base(store, key, size, hashed, offset)
-    return 0
+    cdef Py_ssize_t found = keys_find_kept(store, key, size, hashed, offset)
+    if found == DAMAGED:
+        keys_drop(store)
+        return keys_find(store, key, size, hashed, offset)
+    return found
 
 
-cdef Py_ssize_t keys_find_kept(Store store, const char* key, Py_ssize_t size, uint32_t hashed,
-                               uint64_t* offset) noexcept nogil:
+cdef inline Py_ssize_t keys_find_kept(Store store, const char* key, Py_ssize_t size,
+                                      uint32_t hashed, uint64_t* offset) noexcept nogil:
     """``keys_find`` that never drops the mapped index file: DAMAGED where a check fails.
 
     For the compaction, which judges the log by the index it holds: a
@@ -131,14 +129,20 @@ cdef Py_ssize_t keys_find_kept(Store store, const char* key, Py_ssize_t size, ui
     there, and dropping the index file would rebuild the keys from the
     damaged log (bringing dead values back, losing the records after it).
     """
-    cdef int32_t value_size
     cdef Py_ssize_t slot = table_find(&store.index.table, key, size, hashed)
     if slot >= 0:
         offset[0] = store.index.table.slots[slot].offset
         return 1
-    if not store.index.base.table.capacity:
-        return 0
-    slot = base_find(&store.index.base, key, size, hashed, offset, &value_size)
+    if store.index.base.table.capacity:
+        return keys_find_in_base_kept(store, key, size, hashed, offset)
+    return 0
+
+
+cdef inline Py_ssize_t keys_find_in_base_kept(Store store, const char* key, Py_ssize_t size,
+                                              uint32_t hashed, uint64_t* offset) noexcept nogil:
+    """The mapped index file's part of ``keys_find_kept``: 1, 0 or DAMAGED."""
+    cdef int32_t value_size
+    cdef Py_ssize_t slot = base_find(&store.index.base, key, size, hashed, offset, &value_size)
     if slot >= 0:
         return not base_is_shadowed(&store.index.base, slot)
     return DAMAGED if slot == DAMAGED else 0
@@ -147,14 +151,11 @@ cdef Py_ssize_t keys_find_kept(Store store, const char* key, Py_ssize_t size, ui
 cdef Py_ssize_t keys_find_in_base(Store store, const char* key, Py_ssize_t size,
                                   uint32_t hashed, uint64_t* offset) except -2:
     """``keys_find`` for a key the private table does not hold."""
-    cdef int32_t value_size
-    cdef Py_ssize_t slot = base_find(&store.index.base, key, size, hashed, offset, &value_size)
-    if slot >= 0:
-        return not base_is_shadowed(&store.index.base, slot)
-    if slot == DAMAGED:
+    cdef Py_ssize_t found = keys_find_in_base_kept(store, key, size, hashed, offset)
+    if found == DAMAGED:
         keys_drop(store)
         return keys_find(store, key, size, hashed, offset)
-    return 0
+    return found
 
 
 cdef int keys_verify(Store store) except -1:

@@ -201,7 +201,8 @@ cdef bint sound_record(const char* data, uint64_t position, uint64_t size,
 
 
 cdef uint64_t sound_live_size(const char* data, uint64_t position, int32_t key_size,
-                              int32_t value_size, uint64_t end, bint batches) noexcept nogil:
+                              int32_t value_size, uint64_t end, bint batches,
+                              bint in_batch) noexcept nogil:
     """The size of the put at ``position`` (lengths as read, key within ``end``) if its own
     bytes are sound, else 0: the compaction's judge of a live record (``_records.sound_live``).
 
@@ -209,7 +210,10 @@ cdef uint64_t sound_live_size(const char* data, uint64_t position, int32_t key_s
     (twelve zero bytes, whose CRC-32 of nothing always matches), also a
     run of them followed by a sound record, as the replay reads zero runs
     (docs/FORMAT.md, "Zero runs"): zeros a lost page or sector left over
-    a record's lengths read as one, and the log never ends in one.
+    a record's lengths read as one, and the log never ends in one. But
+    not ``in_batch`` (inside a batch whose body's checksum matches), where
+    the replay reads no zero run either: a batch may end in the empty
+    record, and the log in that batch.
     """
     cdef uint64_t size
     if value_size < 0:
@@ -219,8 +223,9 @@ cdef uint64_t sound_live_size(const char* data, uint64_t position, int32_t key_s
                                                      position + size):
         return 0
     # Checked, twelve bytes are zeros: the CRC-32 of nothing is 0.
-    if size == RECORD_OVERHEAD and not sound_record(data, zero_run_end(data, position, end),
-                                                    end, batches):
+    if size == RECORD_OVERHEAD and not in_batch and not sound_record(
+        data, zero_run_end(data, position, end), end, batches
+    ):
         return 0
     return size
 
