@@ -984,8 +984,8 @@ cdef class Store:
         records copied are counted in ``copied``, for ``compact`` to
         check that none live was jumped over. Calls ``progress(done,
         total)`` as described in ``_settings.PROGRESS_STEP``, but not at
-        the end, which ``compact`` reports. Returns where the last record copied starts
-        if it is the empty one (``compact`` then seals it:
+        the end, which ``compact`` reports. Returns where the last record
+        copied starts if it is the empty one (``compact`` then seals it:
         docs/FORMAT.md, "Zero runs"), else 0.
         """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
