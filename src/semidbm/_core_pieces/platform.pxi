@@ -6,6 +6,8 @@
 cdef extern from "_core_pieces/crc32.h":
     void semidbm_crc32_init()
     uint32_t crc32 "semidbm_crc32" (uint32_t crc, const char* data, size_t size) noexcept nogil
+    uint32_t semidbm_crc32_way(int way, uint32_t crc, const char* data, size_t size, int* found)
+    const char* semidbm_crc_hardware
 
 cdef extern from "_core_pieces/platform.h":
     const char* semidbm_map(int fd, size_t length, int* error)
@@ -45,6 +47,29 @@ cdef extern from "_core_pieces/platform.h":
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
+
+
+def _crc32(bytes data not None, uint32_t crc=0, way="chosen"):
+    """``zlib.crc32(data, crc)`` as crc32.h computes it: the way the kernel chooses
+    ("chosen"), the tables ("tables"), or the processor's own ("hardware": ValueError
+    where there is none, or for fewer bytes than it takes). For the tests, which hold
+    every way to zlib's answer, and the benchmark of the ways (benchmarks/crc32.py)."""
+    cdef int found = 1
+    cdef uint32_t value
+    if way == "chosen":
+        return crc32(crc, data, len(data))
+    if way not in ("tables", "hardware"):
+        raise ValueError("way must be 'chosen', 'tables' or 'hardware', not %r" % (way,))
+    value = semidbm_crc32_way(way == "hardware", crc, data, len(data), &found)
+    if not found:
+        raise ValueError("this processor has no way of its own for %d bytes" % len(data))
+    return value
+
+
+def _crc32_hardware():
+    """The processor's own way of computing CRC-32 that crc32.h takes ("clmul", "armv8"),
+    or None (the tables only)."""
+    return None if semidbm_crc_hardware == NULL else semidbm_crc_hardware.decode()
 
 
 cdef extern from "Python.h":
