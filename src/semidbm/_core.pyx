@@ -170,6 +170,14 @@ cdef class Store:
     # (replacements_known).
     cdef volatile semidbm_turns* turns
     cdef bint mutex_turns
+    # Where a turn in C finds the store's lock and the lock's attributes it reads and sets
+    # (LockSlots, found with the map), and the lock's dict of the turns this process holds.
+    cdef LockSlots lock_slots
+    cdef object turns_held
+    # The thread that took the last turn in C, as an int for the lock's ``_owner`` (made again
+    # only when another thread takes one).
+    cdef unsigned long turn_owner_ident
+    cdef object turn_owner
     cdef int turns_in_use
     cdef uint64_t replacements_seen
     cdef bint replacements_known

@@ -27,6 +27,97 @@ cdef extern from *:
                                              PyObject* value) except -1
 
 
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030C0000
+    #define SEMIDBM_T_OBJECT_EX Py_T_OBJECT_EX
+    #define SEMIDBM_READONLY Py_READONLY
+    #else
+    #include "structmember.h"
+    #define SEMIDBM_T_OBJECT_EX T_OBJECT_EX
+    #define SEMIDBM_READONLY READONLY
+    #endif
+
+    /* Where the instances of type keep the attribute name, if it is one of
+     * their __slots__ (a writable object member, as a slot is): its offset
+     * in the instance; else 0. */
+    static Py_ssize_t semidbm_slot_offset(PyObject *type, const char *name)
+    {
+        PyObject *found = PyObject_GetAttrString(type, name);
+        Py_ssize_t offset = 0;
+        if (found == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (Py_IS_TYPE(found, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)found)->d_member;
+            if (member->type == SEMIDBM_T_OBJECT_EX && !(member->flags & SEMIDBM_READONLY)) {
+                offset = member->offset;
+            }
+        }
+        Py_DECREF(found);
+        return offset;
+    }
+
+    /* The slot at offset of owner, as getattr reads it (borrowed; NULL: not set). */
+    static PyObject *semidbm_slot_get(PyObject *owner, Py_ssize_t offset)
+    {
+        return *(PyObject **)((char *)owner + offset);
+    }
+
+    /* Set the slot at offset of owner to value, as setattr does. */
+    static void semidbm_slot_set(PyObject *owner, Py_ssize_t offset, PyObject *value)
+    {
+        PyObject **place = (PyObject **)((char *)owner + offset);
+        PyObject *old = *place;
+        Py_INCREF(value);
+        *place = value;
+        Py_XDECREF(old);
+    }
+    """
+    Py_ssize_t slot_offset "semidbm_slot_offset" (object type, const char* name)
+    PyObject* slot_get "semidbm_slot_get" (object owner, Py_ssize_t offset)
+    void slot_set "semidbm_slot_set" (object owner, Py_ssize_t offset, object value)
+
+
+cdef struct LockSlots:
+    # The offsets of the store's ``_lock`` and of that lock's ``_owner``, ``_depth``,
+    # ``_turn_fd`` and ``_turn_key`` (``_lock.SharedLock``'s slots), which a turn in C reads
+    # and sets at every operation: a getattr or setattr through the class costs about a
+    # hundred instructions, and a single put's turn made ten of them and more (a third of
+    # a shared writer's put); a slot at a known offset costs a few. All 0 until found
+    # (``find_lock_slots``).
+    Py_ssize_t lock
+    Py_ssize_t owner
+    Py_ssize_t depth
+    Py_ssize_t turn_fd
+    Py_ssize_t turn_key
+
+
+cdef bint find_lock_slots(Store store, object lock) except -1:
+    """Find ``store.lock_slots`` and ``store.turns_held``: True, or False (nothing kept) if
+    any of the attributes is not a slot of its class, and turns are then taken in Python."""
+    cdef LockSlots found
+    found.lock = slot_offset(type(store), b"_lock")
+    found.owner = slot_offset(type(lock), b"_owner")
+    found.depth = slot_offset(type(lock), b"_depth")
+    found.turn_fd = slot_offset(type(lock), b"_turn_fd")
+    found.turn_key = slot_offset(type(lock), b"_turn_key")
+    held = getattr(type(lock), "_held", None)
+    if not (found.lock and found.owner and found.depth and found.turn_fd and found.turn_key
+            and type(held) is dict):
+        return False
+    store.lock_slots = found
+    store.turns_held = held
+    return True
+
+
+cdef object slot_object(object owner, Py_ssize_t offset):
+    """The slot at ``offset`` of ``owner``, or None where it is not set."""
+    cdef PyObject* found = slot_get(owner, offset)
+    return None if found == NULL else <object>found
+
+
 cdef enum:
     # How many times a turn in C tries the mutex again while another process holds it, before
     # it waits in Python, and of those how many after a pause of the processor (the others
@@ -61,27 +152,40 @@ cdef object turn_begin(Store store):
     mutex is taken first, as in Python.
     """
     cdef int turn_fd, taken
-    cdef unsigned long owner
+    cdef unsigned long ident
     cdef volatile semidbm_turns* turns
+    cdef LockSlots* slots = &store.lock_slots
+    cdef PyObject* found
     if (store.fd < 0 or store.busy or not store.writable or store.owner
             or store.directory_fd < 0):
         return None
-    lock = store._lock
+    if slots.lock:
+        lock = slot_object(store, slots.lock)
+    else:
+        lock = store._lock
     if lock is None:
         return None
-    turn_fd = lock._turn_fd
     turns = store.turns
-    if turns == NULL and turn_fd >= 0:
+    if turns == NULL:
+        turn_fd = lock._turn_fd
+        if turn_fd < 0 or not find_lock_slots(store, lock):
+            return None
         turns = store.turns = semidbm_map_turns(turn_fd)
         # The kind of turns is the lock's, chosen when it joined, whatever lock.write says
         # later (a writer that joined flock turns holds no shared lock on lock.write: a
         # writer alone may make a mutex there meanwhile, which this one must not take).
         store.mutex_turns = lock._turns is not None
-    if turn_fd < 0 or turns == NULL:
+        if turns == NULL:
+            return None
+    found = slot_get(lock, slots.turn_fd)
+    if found == NULL or <object>found is None:
+        return None
+    turn_fd = <object>found
+    if turn_fd < 0:  # the lock was released
         return None
     if store.mutex_turns:
-        if lock._owner is not None:  # a turn of another thread, or around this operation
-            return None
+        if slot_get(lock, slots.owner) != <PyObject*>None:
+            return None  # a turn of another thread, or around this operation
         taken = semidbm_take_mutex(turns)
         # Another process's turn lasts a microsecond: tried again, with the GIL let go (a
         # thread of this process in a turn is not waited for here: it is not another's).
@@ -111,13 +215,16 @@ cdef object turn_begin(Store store):
             return None
     store.turns_in_use += 1
     try:
-        owner = PyThread_get_thread_ident()
-        lock._owner = owner
-        lock._depth = 1
+        ident = PyThread_get_thread_ident()
+        if store.turn_owner is None or ident != store.turn_owner_ident:
+            store.turn_owner = ident
+            store.turn_owner_ident = ident
+        slot_set(lock, slots.owner, store.turn_owner)
+        slot_set(lock, slots.depth, 1)
         # Seen by this thread's other handles of the database, which then refuse at once
         # (EDEADLK) to wait for the turn this thread holds: a bulk call's iterator may
         # write through one, and so may a finalizer that a single put runs.
-        lock._held[lock._turn_key] = owner
+        (<dict>store.turns_held)[slot_object(lock, slots.turn_key)] = store.turn_owner
         if turn_follow(store, turn_fd):
             return lock
     except BaseException:  # the store is closed: the error ends the turn, as in Python
@@ -234,18 +341,19 @@ cdef int turn_release(Store store, object lock) except -1:
         if failure:
             raise OSError(failure, os.strerror(failure))
     finally:
-        turn_unmark(lock, not mutex_turn)
+        turn_unmark(store, lock, not mutex_turn)
     return 0
 
 
-cdef int turn_unmark(object lock, bint release) except -1:
+cdef int turn_unmark(Store store, object lock, bint release) except -1:
     """Mark the turn no longer this thread's (after it was given back: the Python objects this
     touches take none of the time that other writers wait), then let go of the lock's mutex
     if ``release`` (the turn took it: an ``flock`` turn)."""
+    cdef LockSlots* slots = &store.lock_slots
     try:
-        lock._owner = None
-        lock._depth = 0
-        lock._held.pop(lock._turn_key, None)
+        slot_set(lock, slots.owner, None)
+        slot_set(lock, slots.depth, 0)
+        (<dict>store.turns_held).pop(slot_object(lock, slots.turn_key), None)
     finally:
         if release:
             lock._mutex.release()
