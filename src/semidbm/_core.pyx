@@ -19,6 +19,8 @@ a compaction are shared with the pure-Python kernel (``_files``,
 ``_tail``, ``_compaction``): they are not hot.
 """
 
+cimport cython
+
 import os
 import threading
 
@@ -178,6 +180,9 @@ cdef class Store:
     # only when another thread takes one).
     cdef unsigned long turn_owner_ident
     cdef object turn_owner
+    # A shared writer's class whose single puts and deletes take their turns in C: its
+    # ``_turns_in_kernel`` (``_shared.py``), read once, when the store is made.
+    cdef bint turns_in_kernel
     cdef int turns_in_use
     cdef uint64_t replacements_seen
     cdef bint replacements_known
@@ -185,6 +190,7 @@ cdef class Store:
     cdef int directory_fd
 
     def __cinit__(self):
+        self.turns_in_kernel = getattr(type(self), "_turns_in_kernel", False) is True
         self.fd = -1
         self.directory_fd = -1
         self.turns = NULL
@@ -706,6 +712,19 @@ cdef class Store:
             give_back(&borrowed)
 
     def __setitem__(self, key, value):
+        if self.turns_in_kernel:
+            self.shared_put(key, value)
+        else:
+            self.put(key, value)
+
+    def _put(self, key, value):
+        """``self[key] = value`` without a turn in C: a shared writer's put in a turn taken in
+        Python (``_shared.py``'s ``_put_in_turn``)."""
+        self.put(key, value)
+
+    @cython.final
+    cdef int put(self, object key, object value) except -1:
+        """``self[key] = value``."""
         cdef Borrowed borrowed_key, borrowed_value
         cdef uint32_t hashed
         cdef uint64_t offset
@@ -741,8 +760,22 @@ cdef class Store:
                 give_back(&borrowed_value)
         finally:
             give_back(&borrowed_key)
+        return 0
 
     def __delitem__(self, key):
+        if self.turns_in_kernel:
+            self.shared_delete(key)
+        else:
+            self.delete(key)
+
+    def _delete(self, key):
+        """``del self[key]`` without a turn in C: a shared writer's delete in a turn taken in
+        Python (``_shared.py``'s ``_delete_in_turn``)."""
+        self.delete(key)
+
+    @cython.final
+    cdef int delete(self, object key) except -1:
+        """``del self[key]``."""
         cdef Borrowed borrowed
         cdef uint32_t hashed
         cdef Py_ssize_t slot, held = MISSING
@@ -779,6 +812,7 @@ cdef class Store:
                 base_mark(&self.index.base, held)  # not marked: tested above
         finally:
             give_back(&borrowed)
+        return 0
 
     def __iter__(self):
         self.check_open()
@@ -1302,7 +1336,8 @@ cdef class Store:
             raise
         return 0
 
-    def _shared_put(self, key, value):
+    @cython.final
+    cdef int shared_put(self, object key, object value) except -1:
         """A shared writer's ``self[key] = value``: its whole turn in C (``turns.pxi``).
 
         If the turn cannot be taken in C, or catching up meets anything
@@ -1310,24 +1345,29 @@ cdef class Store:
         """
         cdef object lock = turn_begin(self)
         if lock is None:
-            return self._put_in_turn(key, value)
+            self._put_in_turn(key, value)
+            return 0
         try:
-            store_assign(Store, self, key, <PyObject*>value)
+            self.put(key, value)
         finally:
             turn_end(self, lock)
+        return 0
 
-    def _shared_delete(self, key):
-        """A shared writer's ``del self[key]``: as ``_shared_put``, else ``_delete_in_turn``."""
+    @cython.final
+    cdef int shared_delete(self, object key) except -1:
+        """A shared writer's ``del self[key]``: as ``shared_put``, else ``_delete_in_turn``."""
         cdef object lock = turn_begin(self)
         if lock is None:
-            return self._delete_in_turn(key)
+            self._delete_in_turn(key)
+            return 0
         try:
-            store_assign(Store, self, key, NULL)
+            self.delete(key)
         finally:
             turn_end(self, lock)
+        return 0
 
     def _shared_update(self, other=(), /, **kwds):
-        """A shared writer's ``update``: as ``_shared_put``, else ``_update_in_turn``.
+        """A shared writer's ``update``: as ``shared_put``, else ``_update_in_turn``.
 
         Code that the call runs (an iterator's) runs in the turn, as in
         a turn taken in Python.
@@ -1341,7 +1381,7 @@ cdef class Store:
             turn_end(self, lock)
 
     def _shared_delete_many(self, keys):
-        """A shared writer's ``delete_many``: as ``_shared_put``, else ``_delete_many_in_turn``."""
+        """A shared writer's ``delete_many``: as ``shared_put``, else ``_delete_many_in_turn``."""
         cdef object lock = turn_begin(self)
         if lock is None:
             return self._delete_many_in_turn(keys)

@@ -53,15 +53,24 @@ _IN_TURN = (
     "clear",
 )
 
-#: The operations a kernel may run whole, turn and all, in C: for each,
-#: the kernel Store's method that does (the compiled kernel's), and the
-#: name under which the shared class keeps the operation in a turn taken
-#: in Python, which that method falls back on.
+#: The bulk operations a kernel may run whole, turn and all, in C: for
+#: each, the kernel Store's method that does (the compiled kernel's), and
+#: the name under which the shared class keeps the operation in a turn
+#: taken in Python, which that method falls back on.
 _TURN_IN_KERNEL = {
-    "__setitem__": ("_shared_put", "_put_in_turn"),
-    "__delitem__": ("_shared_delete", "_delete_in_turn"),
     "update": ("_shared_update", "_update_in_turn"),
     "delete_many": ("_shared_delete_many", "_delete_many_in_turn"),
+}
+
+#: Item assignment and deletion, which a kernel may run whole in C from
+#: its own slots (no method of the class between ``db[key] = value`` and
+#: the kernel) where the class says ``_turns_in_kernel``: for each, the
+#: kernel Store's method that does the operation without a turn in C, and
+#: the name under which the shared class keeps that method in a turn
+#: taken in Python, which the slot falls back on.
+_ITEM_TURNS_IN_KERNEL = {
+    "__setitem__": ("_put", "_put_in_turn"),
+    "__delitem__": ("_delete", "_delete_in_turn"),
 }
 
 
@@ -143,6 +152,11 @@ def shared_class(
         if hasattr(base, in_kernel):
             members[in_python] = members[name]
             members[name] = getattr(base, in_kernel)
+    if all(hasattr(base, plain) for plain, _ in _ITEM_TURNS_IN_KERNEL.values()):
+        members["_turns_in_kernel"] = True
+        for name, (plain, in_python) in _ITEM_TURNS_IN_KERNEL.items():
+            members[in_python] = _in_turn(getattr(base, plain))
+            del members[name]  # the kernel's slot, inherited, takes the turn
 
     def _open_lock(self: Any) -> Any:
         """The lock of a handle unpickled here, opened now (``Store._open_pending``); else None.

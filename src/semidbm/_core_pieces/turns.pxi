@@ -1,5 +1,5 @@
 # A shared writer's turn taken in C, for its single puts and deletes and
-# its bulk calls (Store._shared_put, _shared_delete, _shared_update,
+# its bulk calls (Store.shared_put, shared_delete, _shared_update,
 # _shared_delete_many): the steps of a turn of _lock.SharedLock around
 # Store._follow and Store._publish (docs/FORMAT.md, "Shared writers"),
 # without the Python between them, and without a system call but the write
@@ -11,20 +11,6 @@
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident()
-
-
-cdef extern from *:
-    """
-    /* The item assignment of the extension type itself (value NULL: the
-     * deletion), whatever a subclass makes of __setitem__ and __delitem__. */
-    static int semidbm_store_assign(PyObject *type, PyObject *store, PyObject *key,
-                                    PyObject *value)
-    {
-        return ((PyTypeObject *)type)->tp_as_mapping->mp_ass_subscript(store, key, value);
-    }
-    """
-    int store_assign "semidbm_store_assign" (object type, object store, object key,
-                                             PyObject* value) except -1
 
 
 cdef extern from *:
