@@ -645,22 +645,27 @@ def crc_arm(session):
     """The compiled kernel's CRC-32 on 64-bit ARM, under an emulator (tests/harness/crc_check.c).
 
     The suite checks the ways of CRC-32 its own processor has
-    (tests/test_crc32.py). This builds the same check with Debian's cross
-    compiler for ARMv8 twice, with the CRC32 instructions found at run
-    time (``armv8-a``) and known at compile time (``armv8-a+crc``), and
-    runs each under ``qemu-aarch64``, whose processor has them: each must
-    take the way "armv8" and agree with CRC-32 a bit at a time.
+    (tests/test_crc32.py). This builds the same check for ARMv8 with
+    Debian's cross compilers, GCC and clang (which reach the CRC32
+    instructions differently: crc32.h), each with the instructions found
+    at run time (``armv8-a``) and known at compile time (``armv8-a+crc``),
+    and runs each under ``qemu-aarch64``, whose processor has them: each
+    must take the way "armv8" and agree with CRC-32 a bit at a time.
     """
-    debian_packages(session, "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user")
+    debian_packages(
+        session, "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user", "clang"
+    )
+    compilers = {"gcc": ["aarch64-linux-gnu-gcc"], "clang": ["clang", "--target=aarch64-linux-gnu"]}
     with tempfile.TemporaryDirectory() as place:
-        for architecture in ("armv8-a", "armv8-a+crc"):
-            program = os.path.join(place, "crc_check-" + architecture)
-            session.run(
-                "aarch64-linux-gnu-gcc", "-O2", "-Wall", "-Werror", "-static",
-                "-march=" + architecture, "-I", "src/semidbm", "tests/harness/crc_check.c",
-                "-o", program, external=True,
-            )
-            session.run("qemu-aarch64", program, "armv8", external=True)
+        for name, compiler in compilers.items():
+            for architecture in ("armv8-a", "armv8-a+crc"):
+                program = os.path.join(place, "crc_check-%s-%s" % (name, architecture))
+                session.run(
+                    *compiler, "-O2", "-Wall", "-Werror", "-static", "-march=" + architecture,
+                    "-I", "src/semidbm", "tests/harness/crc_check.c", "-o", program,
+                    external=True,
+                )
+                session.run("qemu-aarch64", program, "armv8", external=True)
 
 
 # --- the documentation site ------------------------------------------------------

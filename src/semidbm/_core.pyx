@@ -124,6 +124,11 @@ cdef class Store:
     for ``guard``.
     """
 
+    #: Whether a shared writer's single puts and deletes take their turn in the store's own
+    #: item slots (``_shared.py`` sets it True on its classes); a class attribute, so that
+    #: making a store looks it up without an AttributeError.
+    _turns_in_kernel = False
+
     cdef readonly object path
     cdef readonly bint writable
     # What load returned at open (see _interface.Store.torn_tail).
@@ -181,7 +186,8 @@ cdef class Store:
     cdef unsigned long turn_owner_ident
     cdef object turn_owner
     # A shared writer's class whose single puts and deletes take their turns in C: its
-    # ``_turns_in_kernel`` (``_shared.py``), read once, when the store is made.
+    # ``_turns_in_kernel`` (below; True in ``_shared.py``'s classes), read once, when the
+    # store is made.
     cdef bint turns_in_kernel
     cdef int turns_in_use
     cdef uint64_t replacements_seen
@@ -190,7 +196,7 @@ cdef class Store:
     cdef int directory_fd
 
     def __cinit__(self):
-        self.turns_in_kernel = getattr(type(self), "_turns_in_kernel", False) is True
+        self.turns_in_kernel = type(self)._turns_in_kernel is True
         self.fd = -1
         self.directory_fd = -1
         self.turns = NULL

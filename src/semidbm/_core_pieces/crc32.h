@@ -210,13 +210,25 @@ static void semidbm_detect_crc_hardware(void)
     defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define SEMIDBM_CRC_ARMV8 1
 
-#include <arm_acle.h>
 #ifdef __ARM_FEATURE_CRC32
 #define SEMIDBM_ARMV8_TARGET
 #elif defined(__clang__)
 #define SEMIDBM_ARMV8_TARGET __attribute__((target("crc")))
 #else
 #define SEMIDBM_ARMV8_TARGET __attribute__((target("+crc")))
+#endif
+/* The instructions: clang's builtins (its arm_acle.h declared __crc32d and
+ * the others only where the whole build has them, before clang 16), GCC's
+ * arm_acle.h (which enables them for its own declarations). */
+#ifdef __clang__
+#define semidbm_crc32x(crc, word) __builtin_arm_crc32d(crc, word)
+#define semidbm_crc32w(crc, word) __builtin_arm_crc32w(crc, word)
+#define semidbm_crc32b(crc, byte) __builtin_arm_crc32b(crc, byte)
+#else
+#include <arm_acle.h>
+#define semidbm_crc32x(crc, word) __crc32d(crc, word)
+#define semidbm_crc32w(crc, word) __crc32w(crc, word)
+#define semidbm_crc32b(crc, byte) __crc32b(crc, byte)
 #endif
 #ifndef __ARM_FEATURE_CRC32
 #include <sys/auxv.h>
@@ -234,18 +246,18 @@ static uint32_t semidbm_crc_armv8(uint32_t crc, const unsigned char *p, size_t s
     uint32_t half;
     while (size >= 8) {
         memcpy(&word, p, 8);
-        crc = __crc32d(crc, word);
+        crc = semidbm_crc32x(crc, word);
         p += 8;
         size -= 8;
     }
     if (size >= 4) {
         memcpy(&half, p, 4);
-        crc = __crc32w(crc, half);
+        crc = semidbm_crc32w(crc, half);
         p += 4;
         size -= 4;
     }
     while (size--) {
-        crc = __crc32b(crc, *p++);
+        crc = semidbm_crc32b(crc, *p++);
     }
     return crc;
 }
