@@ -460,7 +460,7 @@ cdef class Store:
         """
         cdef int failure
         cdef int64_t size
-        cdef Py_ssize_t done = 0
+        cdef Py_ssize_t done = 0, used
         if self.index.table.pending_count:
             keys_apply_pending(self)
         if self.buffer_used:
