@@ -55,6 +55,7 @@ from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     BATCH_FORMAT as _BATCH_FORMAT,
     DATA_NAME as _DATA_NAME,
+    INDEX_NAME as _INDEX_NAME,
     MAX_LENGTH as _MAX_LENGTH,
     check_format,
     check_header,
@@ -73,6 +74,8 @@ cdef str COMPACTING = _messages.COMPACTING
 cdef str CHANGED_DURING_ITERATION = _messages.CHANGED_DURING_ITERATION
 cdef str CHANGED_UNDER = _messages.CHANGED_UNDER
 cdef str SHRANK = _messages.SHRANK
+# The index file's name in the database directory, for fstatat.
+cdef bytes INDEX_FILE_NAME = os.fsencode(_INDEX_NAME)
 
 # The pieces of the kernel, each after those it uses. Those that take a Store
 # come before its type too: Cython resolves a type across the whole module.
@@ -327,7 +330,10 @@ cdef class Store:
         self.log.batches = self.version[0] >= _BATCH_FORMAT
         keys_forget(self)
         self.log.disk_end = size
-        keys_attach(self, _index_file.load(self.directory, self.fd, size, self.writable))
+        if self.directory_fd >= 0 and semidbm_name_missing(self.directory_fd, INDEX_FILE_NAME):
+            keys_attach(self, None)  # no index file: nothing to check, or for a writer to remove
+        else:
+            keys_attach(self, _index_file.load(self.directory, self.fd, size, self.writable))
         self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:

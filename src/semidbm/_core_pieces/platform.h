@@ -42,6 +42,10 @@
  * without the cost of fstat on a file that has unwritten pages (0, or an
  * errno). Windows has none of them (ENOSYS, NULL): its turns are all taken
  * in Python.
+ *
+ * semidbm_name_missing says whether nothing at all is named name in an
+ * open directory (1; 0 if something is, a dangling symbolic link too, or
+ * if it cannot tell): an open that would fail costs Python an exception.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -168,6 +172,13 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     (void)inode;
     (void)size;
     return ENOSYS;
+}
+
+static int semidbm_name_missing(int directory, const char *name)
+{
+    (void)directory;
+    (void)name;
+    return 0;
 }
 
 static volatile semidbm_turns *semidbm_map_turns(int fd)
@@ -297,6 +308,12 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
     *inode = (uint64_t)info.st_ino;
     *size = (uint64_t)info.st_size;
     return 0;
+}
+
+static int semidbm_name_missing(int directory, const char *name)
+{
+    struct stat info;
+    return fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
 }
 
 static volatile semidbm_turns *semidbm_map_turns(int fd)

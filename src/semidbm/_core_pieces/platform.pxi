@@ -44,6 +44,7 @@ cdef extern from "_core_pieces/platform.h":
     uint32_t semidbm_process_id()
     enum: SEMIDBM_HOLDER_DIED
     int semidbm_file_end(int fd, uint64_t* size)
+    bint semidbm_name_missing(int directory, const char* name)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
