@@ -242,18 +242,33 @@ class Store(Protocol):
         repeat keys.
         """
 
-    def keys(self) -> List[bytes]:
+    def keys(self, prefix: Optional[Data] = None) -> List[bytes]:
         """Return a list of all keys, a snapshot taken atomically.
 
         A list, not a view, as ``dbm.dumb`` and ``dbm.gnu`` return: the
-        caller may change the database while going over it.
+        caller may change the database while going over it. With a
+        ``prefix``, the keys that start with it, in byte order
+        (``_order.listed``, through ``_sorted``).
         """
 
-    def values(self) -> List[bytes]:
+    def values(self, prefix: Optional[Data] = None) -> List[bytes]:
         """Return a list of all values, in the order of ``keys()``, a snapshot taken atomically."""
 
-    def items(self) -> List[Tuple[bytes, bytes]]:
+    def items(self, prefix: Optional[Data] = None) -> List[Tuple[bytes, bytes]]:
         """Return a list of all ``(key, value)`` pairs, a snapshot taken atomically."""
+
+    def _sorted(self, low: bytes, high: Optional[bytes], what: str) -> List[Any]:
+        """The live keys from ``low`` up to ``high`` (left out; None: no end), in byte order.
+
+        As ``what`` (one of ``_parts.WHAT``) asks: the keys, their values,
+        or ``(key, value)`` pairs; a snapshot taken atomically, values
+        read (and with ``verify_checksums`` checked) as a read reads them.
+        Keys outside the range are left out before the sort: the compiled
+        kernel gathers the keys and sorts them with the radix sort of
+        ``_sorted_lines``, the pure one with ``sorted``. DBMError if the
+        store is closed. ``_order`` checks the arguments and makes the
+        range of the public methods' ``start``, ``stop`` and ``prefix``.
+        """
 
     def update(
         self,

@@ -18,6 +18,7 @@ from . import (
     _files,
     _index_file,
     _messages,
+    _order,
     _parts,
     _records,
     _tail,
@@ -321,18 +322,24 @@ class Store:
                 raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)
             yield key
 
-    def keys(self):
-        """``_interface.Store.keys``, in the index's (a dict's) order."""
+    def keys(self, prefix=None):
+        """``_interface.Store.keys``, in the index's (a dict's) order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "keys")
         with self._guard:
             self._check_open()
             return list(self._index)
 
-    def values(self):
-        """``_interface.Store.values``, in the index's order."""
+    def values(self, prefix=None):
+        """``_interface.Store.values``, in the index's order, or the keys' with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "values")
         return [value for _, value in self.items()]
 
-    def items(self):
-        """``_interface.Store.items``, in the index's order."""
+    def items(self, prefix=None):
+        """``_interface.Store.items``, in the index's order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "items")
         with self._guard:
             self._check_open()
             self._busy = _messages.INTERRUPTED
@@ -944,6 +951,24 @@ class Store:
             raise _files.os_error(exc, _messages.WRITE_CLOSED % self.path) from None
         self._buffer, self._unsettled = bytearray(), False
         self._reload(self._fd)
+
+    def _sorted(self, low, high, what):
+        """``_interface.Store._sorted``: the index filtered, then ``sorted``."""
+        with self._guard:
+            self._check_open()
+            index = self._index
+            if high is None:
+                keys = sorted(key for key in index if key >= low)
+            else:
+                keys = sorted(key for key in index if low <= key < high)
+            if what == "keys":
+                return keys
+            self._busy = _messages.INTERRUPTED  # as for a read: see __getitem__
+            try:
+                values = [self._read(key, *index[key]) for key in keys]
+            finally:
+                self._busy = None
+        return _parts.shaped(keys, values, what)
 
     def _sorted_lines(self, form, progress=None):
         """``_interface.Store._sorted_lines``: ``sorted`` over the index, lines made in Python."""

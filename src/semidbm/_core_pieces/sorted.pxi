@@ -1,5 +1,6 @@
 # The keys in byte order, as lines of text, for ``semidbm keys`` and dumps
-# (included by _core.pyx): ``Store._sorted_lines``.
+# (included by _core.pyx): ``Store._sorted_lines``; and as lists of a range
+# of keys, for ``Database.iter_sorted`` and ``keys(prefix=...)``: ``Store._sorted``.
 # The live keys' records are gathered from the index, sorted in place by
 # their bytes (an MSD radix sort on the key's first eight bytes, kept
 # beside each record's offset, then on the bytes in the log), and turned
@@ -73,20 +74,73 @@ cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth
     return 0 if depth >= size else <int>(<const unsigned char*>key)[depth] + 1
 
 
+cdef inline uint64_t key_prefix(const char* key, size_t size) noexcept nogil:
+    """A key's first eight bytes, big-endian, zeros past its end (``KeyEntry.prefix``).
+
+    Two keys' prefixes, where they differ, are in the order of the keys.
+    """
+    cdef uint64_t prefix = 0
+    cdef size_t byte
+    for byte in range(8):
+        prefix <<= 8
+        if byte < size:
+            prefix |= <unsigned char>key[byte]
+    return prefix
+
+
+cdef inline int bytes_order(const char* a, size_t a_size, const char* b,
+                            size_t b_size) noexcept nogil:
+    """Compare two byte strings as bytes objects compare: < 0, 0 or > 0."""
+    cdef int order = memcmp(a, b, a_size if a_size < b_size else b_size)
+    if order:
+        return order
+    return (a_size > b_size) - (a_size < b_size)
+
+
 cdef int sort_compare(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
     """Compare two keys by their bytes, as bytes objects compare: < 0, 0 or > 0."""
     cdef size_t a_size, b_size
     cdef const char* a_key
     cdef const char* b_key
-    cdef int order
     if a.prefix != b.prefix:
         return -1 if a.prefix < b.prefix else 1
     a_key = entry_key(log, a, &a_size)
     b_key = entry_key(log, b, &b_size)
-    order = memcmp(a_key, b_key, a_size if a_size < b_size else b_size)
-    if order:
-        return order
-    return (a_size > b_size) - (a_size < b_size)
+    return bytes_order(a_key, a_size, b_key, b_size)
+
+
+cdef int sort_bound_compare(const Log* log, const KeyEntry* entry, uint64_t bound_prefix,
+                            const char* bound, size_t bound_size) noexcept nogil:
+    """Compare an entry's key with ``bound`` (its ``key_prefix``, then its bytes): < 0, 0 or > 0."""
+    cdef size_t size
+    cdef const char* key
+    if entry.prefix != bound_prefix:
+        return -1 if entry.prefix < bound_prefix else 1
+    key = entry_key(log, entry, &size)
+    return bytes_order(key, size, bound, bound_size)
+
+
+cdef size_t sort_keep_range(const Log* log, KeyEntry* entries, size_t count,
+                            const char* low, size_t low_size,
+                            const char* high, size_t high_size) noexcept nogil:
+    """Keep the entries whose keys lie from ``low`` up to ``high``, left out; return how many.
+
+    ``high`` NULL: no end. The kept entries move to the front, in their
+    order, before the sort: keys out of the range are never sorted.
+    """
+    cdef uint64_t low_prefix = key_prefix(low, low_size)
+    cdef uint64_t high_prefix = key_prefix(high, high_size) if high != NULL else 0
+    cdef size_t at
+    cdef size_t kept = 0
+    for at in range(count):
+        if low_size and sort_bound_compare(log, &entries[at], low_prefix, low, low_size) < 0:
+            continue
+        if high != NULL and sort_bound_compare(log, &entries[at], high_prefix, high,
+                                               high_size) >= 0:
+            continue
+        entries[kept] = entries[at]
+        kept += 1
+    return kept
 
 
 cdef void sort_by_insertion(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
@@ -359,6 +413,43 @@ cdef object sorted_lines(Store store, object form, object progress):
     return lines.count, lines
 
 
+cdef list sorted_range(Store store, bytes low, bytes high, object what):
+    """``_interface.Store._sorted``: the keys gathered, those out of the range left out, sorted.
+
+    The same gathering and radix sort as ``semidbm keys`` (``sorted_lines``);
+    the list is made in C with the GIL held, each step checking first
+    that the keys are unchanged (making an object may run a finalizer).
+    """
+    cdef SortedLines gathered = sort_gather_keys(store)
+    cdef list result = []
+    cdef const KeyEntry* entry
+    cdef const char* key
+    cdef const char* value
+    cdef size_t at, key_size
+    cdef Py_ssize_t value_size
+    cdef bint keys = what != "values"
+    cdef bint values = what != "keys"
+    if low or high is not None:
+        gathered.count = sort_keep_range(
+            &store.log, gathered.entries, gathered.count, low, len(low),
+            NULL if high is None else <const char*>high, 0 if high is None else len(high))
+    sort_lines(gathered, None)
+    for at in range(gathered.count):
+        keys_check_unchanged(store, gathered.version)
+        entry = &gathered.entries[at]
+        key = entry_key(&store.log, entry, &key_size)
+        if values:
+            value = store.value_at(entry_offset(entry), &value_size)
+        if not values:
+            result.append(PyBytes_FromStringAndSize(key, key_size))
+        elif not keys:
+            result.append(PyBytes_FromStringAndSize(value, value_size))
+        else:
+            result.append((PyBytes_FromStringAndSize(key, key_size),
+                           PyBytes_FromStringAndSize(value, value_size)))
+    return result
+
+
 cdef int sort_lines(SortedLines lines, object progress) except -1:
     """Sort the entries; ``progress(done, total)`` after the first split and at the end.
 
@@ -486,7 +577,7 @@ cdef bint sort_read_entries(const Log* log, const Base* base, KeyEntry* entries,
     Each record is asked of the processor ``RECORD_PREFETCH`` entries
     ahead (only an offset the log may hold: a mapped slot is unchecked).
     """
-    cdef size_t at, byte, size
+    cdef size_t at, size
     cdef uint64_t ahead
     cdef const char* record
     cdef KeyEntry* entry
@@ -501,9 +592,5 @@ cdef bint sort_read_entries(const Log* log, const Base* base, KeyEntry* entries,
         record = log_record(log, entry.place)
         size = load_be32(record)
         entry.place |= <uint64_t>(size if size < 255 else 255) << 56
-        entry.prefix = 0
-        for byte in range(8):
-            entry.prefix <<= 8
-            if byte < size:
-                entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
+        entry.prefix = key_prefix(record + LENGTHS_SIZE, size)
     return True
