@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import semidbm
-from semidbm import _kernel, _order, db, sharded
+from semidbm import _kernel, _order, db, migrate, sharded
 from semidbm.format import INDEX_NAME
 from semidbm.shelf import Shelf
 
@@ -188,6 +188,27 @@ def test_an_iteration_is_over_the_keys_of_its_call(database):
     assert [key for key, _ in first + rest] == [key for key in keys if key not in left_out]
     assert next(values) == b"changed too"
     assert list(only_keys) == keys
+
+
+def test_lines_of_a_range_check_the_keys_as_every_line_does(database):
+    """``_sorted_lines`` with a range (``--prefix``): its lines, and a change under them."""
+    database.update({key: key.upper() for key in (b"a", b"b", b"c", b"d")})
+    count, chunks = database._sorted_lines("dump", None, b"b", b"d")
+    assert (count, [lines for _, lines in chunks]) == (2, [b"b B\nc C\n"])
+    count, chunks = database._sorted_lines("keys", None, b"c")
+    database[b"e"] = b"added"
+    with pytest.raises(RuntimeError, match="changed during iteration"):
+        list(chunks)
+
+
+def test_export_dump_with_a_prefix(database, tmp_path):
+    database.update({"user:1": "al", "user:2": "bo", "group": "staff"})
+    dump = tmp_path / "users.dump"
+    assert migrate.export_dump(database, dump, prefix="user:") == 2
+    assert dump.read_bytes().splitlines()[1:] == [b"user:1 al", b"user:2 bo"]
+    with pytest.raises(TypeError, match="semidbm prefix must be str or bytes-like, not int"):
+        migrate.export_dump(database, tmp_path / "refused.dump", prefix=1)
+    assert not (tmp_path / "refused.dump").exists()
 
 
 @pytest.fixture(scope="module")

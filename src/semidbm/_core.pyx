@@ -1401,9 +1401,9 @@ cdef class Store:
         """``_interface.Store._sorted``, in C (``sorted.pxi``)."""
         return sorted_range(self, low, high, what)
 
-    def _sorted_lines(self, form, progress=None):
+    def _sorted_lines(self, form, progress=None, bytes low not None=b"", bytes high=None):
         """``_interface.Store._sorted_lines``, in C (``sorted.pxi``)."""
-        return sorted_lines(self, form, progress)
+        return sorted_lines(self, form, progress, low, high)
 
     def _disown(self):
         """``_interface.Store._disown``."""

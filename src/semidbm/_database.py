@@ -693,7 +693,11 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
         # The sorted keys as lines of text, for semidbm.migrate and the command (private).
         def _sorted_lines(
-            self, form: str, progress: Callable[[int, int], object] | None = None
+            self,
+            form: str,
+            progress: Callable[[int, int], object] | None = None,
+            low: bytes = b"",
+            high: bytes | None = None,
         ) -> tuple[int, Iterator[tuple[int, bytes]]]: ...
 
         # Parts of the keys and the log's state, for semidbm.dask (private: the kernel's

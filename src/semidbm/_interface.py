@@ -419,7 +419,11 @@ class Store(Protocol):
         """
 
     def _sorted_lines(
-        self, form: str, progress: Optional[Callable[[int, int], object]] = None
+        self,
+        form: str,
+        progress: Optional[Callable[[int, int], object]] = None,
+        low: bytes = b"",
+        high: Optional[bytes] = None,
     ) -> Tuple[int, Iterator[Tuple[int, bytes]]]:
         """The live keys in byte order, as lines of text: ``semidbm keys`` and dumps.
 
@@ -437,8 +441,10 @@ class Store(Protocol):
         a compaction or refresh that rebuilt the index counts as a
         change). ``progress(done, total)``, if given, is called during the
         sort with the keys in their place so far, and with ``(count,
-        count)`` when it is over. Private, like ``_disown``: ``migrate``
-        and the command use it.
+        count)`` when it is over. Only the keys from ``low`` up to
+        ``high``, left out (None: no end), are lines, as for ``_sorted``
+        (``--prefix``). Private, like ``_disown``: ``migrate`` and the
+        command use it.
         """
 
     def _disown(self) -> None:

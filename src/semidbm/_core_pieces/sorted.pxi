@@ -402,15 +402,28 @@ cdef SortedLines sort_gather_keys(Store store):
     return lines
 
 
-cdef object sorted_lines(Store store, object form, object progress):
-    """``_interface.Store._sorted_lines``: the keys gathered, sorted, then made into lines."""
+cdef object sorted_lines(Store store, object form, object progress, bytes low, bytes high):
+    """``_interface.Store._sorted_lines``: the keys of the range gathered, sorted, as lines."""
     cdef SortedLines lines
     if form not in LINE_FORMS:
         raise ValueError(_messages.NO_LINE_FORM % (form, ", ".join(_fields.LINE_FORMS)))
-    lines = sort_gather_keys(store)
+    lines = sort_gather_range(store, low, high)
     lines.form = LINE_FORMS[form]
     sort_lines(lines, progress)
     return lines.count, lines
+
+
+cdef SortedLines sort_gather_range(Store store, bytes low, bytes high):
+    """The entries of the live keys from ``low`` up to ``high`` (left out; None: no end), unsorted.
+
+    Those out of the range are left out before the sort (``sort_keep_range``).
+    """
+    cdef SortedLines gathered = sort_gather_keys(store)
+    if low or high is not None:
+        gathered.count = sort_keep_range(
+            &store.log, gathered.entries, gathered.count, low, len(low),
+            NULL if high is None else <const char*>high, 0 if high is None else len(high))
+    return gathered
 
 
 cdef list sorted_range(Store store, bytes low, bytes high, object what):
@@ -420,7 +433,7 @@ cdef list sorted_range(Store store, bytes low, bytes high, object what):
     the list is made in C with the GIL held, each step checking first
     that the keys are unchanged (making an object may run a finalizer).
     """
-    cdef SortedLines gathered = sort_gather_keys(store)
+    cdef SortedLines gathered = sort_gather_range(store, low, high)
     cdef list result = []
     cdef const KeyEntry* entry
     cdef const char* key
@@ -429,10 +442,6 @@ cdef list sorted_range(Store store, bytes low, bytes high, object what):
     cdef Py_ssize_t value_size
     cdef bint keys = what != "values"
     cdef bint values = what != "keys"
-    if low or high is not None:
-        gathered.count = sort_keep_range(
-            &store.log, gathered.entries, gathered.count, low, len(low),
-            NULL if high is None else <const char*>high, 0 if high is None else len(high))
     sort_lines(gathered, None)
     for at in range(gathered.count):
         keys_check_unchanged(store, gathered.version)
