@@ -81,7 +81,7 @@ def fill(place, count, seed):
     with semidbm.open(path, "n") as db:
         for start in range(0, count, chunk):
             db.update({key_of(n): value_of(n) for n in numbers[start : start + chunk]})
-    env = lmdb.open(os.path.join(place, "lmdb"), map_size=count * 400 + (64 << 20),
+    env = lmdb.open(os.path.join(place, "lmdb"), map_size=count * 2048 + (256 << 20),
                     sync=False, metasync=False)
     for start in range(0, count, chunk):
         with env.begin(write=True) as txn:
