@@ -687,13 +687,13 @@ class Shelf(shelve.Shelf[_VT]):
         ordered = getattr(self.dict, "iter_sorted", None)
         if ordered is None:
             raise TypeError(_messages.NO_ORDER % type(self.dict).__name__)
-        low, high, start_of = (
+        low, high, stored_prefix = (
             None if key is None else self._stored_key(key, name)
             for key, name in ((start, "start"), (stop, "stop"), (prefix, "prefix"))
         )
         keys = [
             key.decode(self.keyencoding)
-            for key in ordered(low, high, prefix=start_of, reverse=reverse)
+            for key in ordered(low, high, prefix=stored_prefix, reverse=reverse)
         ]
         if what == "keys":
             return iter(keys)
