@@ -192,7 +192,7 @@ def report(rows, count, repeat, index_bytes, data_bytes, command):
         "shuffled; %d repetitions (medians)." % (count, VALUE_SIZE, repeat),
         "Command: `%s`" % command,
         "",
-        "- open (read-only, index file): %.2f ms; first %d keys of a prefix after it: %.2f ms"
+        "- open (read-only): %.2f ms; first %d keys of a prefix after it: %.2f ms"
         % (rows["open"] * 1000, PREFIX_KEYS, rows["prefix"] * 1000),
         "",
         markdown_table(
