@@ -64,6 +64,20 @@ cdef inline const char* entry_key(const Log* log, const KeyEntry* entry,
     return record + LENGTHS_SIZE
 
 
+cdef inline void entry_prefetch(const Log* log, const KeyEntry* entries, size_t at,
+                                size_t count) noexcept nogil:
+    """Ask the processor for the record of the entry ``RECORD_PREFETCH`` places after ``at``.
+
+    Only for an offset the mapped log may hold (a mapped slot may be
+    unchecked yet): a hint, never a read.
+    """
+    cdef uint64_t ahead
+    if at + RECORD_PREFETCH < count:
+        ahead = entry_offset(&entries[at + RECORD_PREFETCH])
+        if HEADER_SIZE <= ahead < log.disk_end:
+            semidbm_prefetch(log.map + ahead)
+
+
 cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth) noexcept nogil:
     """The group of ``entry`` at byte ``depth``: 0 if its key ends before, else that byte + 1.
 
@@ -89,17 +103,12 @@ cdef void sort_shift_prefixes(const Log* log, KeyEntry* entries, size_t count,
 
     Once the sort has gone past the eight bytes beside each entry, it
     reads the next eight of each key from the log at once, in order
-    (each record asked of the processor ``RECORD_PREFETCH`` entries
-    ahead), rather than a byte of each at every depth.
+    (``entry_prefetch``), rather than a byte of each at every depth.
     """
     cdef size_t at, size
-    cdef uint64_t ahead
     cdef const char* key
     for at in range(count):
-        if at + RECORD_PREFETCH < count:
-            ahead = entry_offset(&entries[at + RECORD_PREFETCH])
-            if HEADER_SIZE <= ahead < log.disk_end:
-                semidbm_prefetch(log.map + ahead)
+        entry_prefetch(log, entries, at, count)
         key = entry_key(log, &entries[at], &size)
         entries[at].prefix = key_prefix(key + depth, size - depth) if size > depth else 0
 
@@ -217,6 +226,34 @@ cdef void sort_by_heap(const Log* log, KeyEntry* entries, size_t count) noexcept
         sort_sift_down(log, entries, 0, count)
 
 
+cdef size_t sort_shared_bytes(const KeyEntry* entries, size_t count, size_t depth) noexcept nogil:
+    """The first depth from ``depth`` at which the keys may part, within their prefixes' bytes.
+
+    That is the first byte where two prefixes differ, or where a key
+    ends (its group there is 0, a byte 0's is 1), and at most the end of
+    the prefixes' eight bytes: one pass over the entries instead of one
+    for each byte that every key shares. A key of 255 bytes or more may
+    end at 255, where its length is read. Never past the shortest key's
+    end, where ``sort_partition`` counts the groups: so its loop ends
+    there at the latest, whatever the keys (equal ones included).
+    """
+    cdef uint64_t first = entries[0].prefix
+    cdef uint64_t differ = 0
+    cdef size_t shortest = 255
+    cdef size_t end = (depth | 7) + 1
+    cdef size_t at, size
+    for at in range(count):
+        differ |= entries[at].prefix ^ first
+        size = entries[at].place >> 56
+        if size < shortest:
+            shortest = size
+    at = depth & 7
+    while at < 8 and not (differ >> (56 - 8 * at)) & 0xFF:
+        at += 1
+    end = min(end, (depth & ~(<size_t>7)) + at, shortest)
+    return end if end > depth else depth
+
+
 cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size_t depth,
                            size_t* counts) noexcept nogil:
     """Group the entries by their byte at ``depth`` or further on; return that depth.
@@ -237,6 +274,11 @@ cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size
     while True:
         if depth and depth & 7 == 0:
             sort_shift_prefixes(log, entries, count, depth)
+        start = sort_shared_bytes(entries, count, depth)
+        if start != depth:
+            depth = start
+            if depth & 7 == 0:
+                continue  # past the prefixes' bytes: the next eight first
         memset(counts, 0, 257 * sizeof(size_t))
         for at in range(count):
             counts[entry_bucket(log, &entries[at], depth)] += 1
@@ -345,6 +387,7 @@ cdef class SortedLines:
         end = self.position
         size = 0
         while end < self.count:
+            entry_prefetch(&self.store.log, self.entries, end, self.count)
             line = self.line_size(&self.entries[end])
             if size and size + line > LINES_CHUNK:
                 break
@@ -480,6 +523,7 @@ cdef list sorted_range(Store store, bytes low, bytes high, object what):
     sort_lines(gathered, None)
     for at in range(gathered.count):
         keys_check_unchanged(store, gathered.version)
+        entry_prefetch(&store.log, gathered.entries, at, gathered.count)
         entry = &gathered.entries[at]
         key = entry_key(&store.log, entry, &key_size)
         if values:
@@ -618,18 +662,13 @@ cdef bint sort_read_entries(const Log* log, const Base* base, KeyEntry* entries,
                             size_t count) noexcept nogil:
     """Fill in the entries' prefixes from their records; False if a mapped slot fails its check.
 
-    Each record is asked of the processor ``RECORD_PREFETCH`` entries
-    ahead (only an offset the log may hold: a mapped slot is unchecked).
+    Each record is asked of the processor ahead (``entry_prefetch``).
     """
     cdef size_t at, size
-    cdef uint64_t ahead
     cdef const char* record
     cdef KeyEntry* entry
     for at in range(count):
-        if at + RECORD_PREFETCH < count:
-            ahead = entries[at + RECORD_PREFETCH].place
-            if HEADER_SIZE <= ahead < log.disk_end:
-                semidbm_prefetch(log.map + ahead)
+        entry_prefetch(log, entries, at, count)
         entry = &entries[at]
         if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
             return False
