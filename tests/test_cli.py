@@ -239,6 +239,28 @@ def test_export_and_import_through_files_and_pipes(tool, filled, tmp_path):
             assert dict(database.items()) == records
 
 
+def test_keys_and_export_with_a_prefix(tool, tmp_path):
+    """``--prefix``: raw bytes, or a dump field with ``--encoded``; keys in byte order."""
+    path = tmp_path / "prefixed.db"
+    records = {b"user:1": b"one", b"user:2": b"two", b"user\xff": b"\x00", b"users": b"s"}
+    with semidbm.open(path, "c") as database:
+        database.update(records)
+        database[b"\xffx"] = b"last"
+    assert run(tool, "keys", path, "--prefix", "user:").stdout == b"user:1\nuser:2\n"
+    assert run(tool, "keys", "-e", "-p", "user%FF", path).stdout == b"user%FF\n"
+    exported = run(tool, "export", "-p", "user", path)
+    assert exported.stdout.splitlines()[1:] == [
+        b"user:1 one", b"user:2 two", b"users s", b"user%FF %00"
+    ]
+    dump = tmp_path / "dump.txt"
+    result = run(tool, "export", "-e", "--prefix", "%FF", path, dump)
+    assert result.stdout == b"exported 1 record from %s to %s\n" % (bytes(path), bytes(dump))
+    assert dump.read_bytes().splitlines()[1:] == [b"%FFx last"]
+    nothing = run(tool, "keys", "-p", "none", path)
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, b"", b"")
+    assert "'%G1': malformed field" in one_error_line(run(tool, "keys", "-e", "-p", "%G1", path))
+
+
 def assert_intact(database, files):
     """Check that the ``database`` directory still holds ``files`` and reads as ``filled``."""
     assert files_of(database) == files

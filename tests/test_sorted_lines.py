@@ -76,6 +76,21 @@ def test_equal_prefixes_longer_than_eight_bytes_compare_in_the_log(dbopen, dbpat
         assert joined(database, "keys") == b"".join(key + b"\n" for key in sorted(keys))
 
 
+def test_large_groups_past_each_run_of_eight_bytes(dbopen, dbpath):
+    """Groups larger than the small sort at depths 8, 16... and 255 (where a key's length is
+    read in the log), and keys that share every byte but their ends: the compiled kernel's
+    prefixes move on eight bytes at a time, and its passes skip the bytes every key shares."""
+    runs = [b"r" * 7, b"r" * 8, b"shared-run-of-seventeen/"[:17], b"q" * 254, b"q" * 255]
+    keys = {run + bytes([a, b]) * c for run in runs for a in (0, 7, 255) for b in (0, 9)
+            for c in range(8)}
+    keys |= {run[:-1] for run in runs} | {b"q" * 256 + bytes([byte]) for byte in range(40)}
+    keys |= {b"z" + b"\x00" * length for length in range(40)}  # apart only by where they end
+    with dbopen(dbpath, "n") as database:
+        for key in keys:
+            database[key] = b""
+        assert joined(database, "keys") == b"".join(key + b"\n" for key in sorted(keys))
+
+
 def test_an_empty_database_has_no_lines(dbopen, dbpath):
     with dbopen(dbpath, "n") as database:
         count, chunks = database._sorted_lines("dump")

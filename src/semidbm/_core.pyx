@@ -40,7 +40,7 @@ from posix.types cimport pid_t
 import sys
 
 from . import (
-    _checkpoint, _compaction, _fields, _files, _index_file, _messages, _parts, _tail
+    _checkpoint, _compaction, _fields, _files, _index_file, _messages, _order, _parts, _tail
 )
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
@@ -833,16 +833,22 @@ cdef class Store:
         keys_verify(self)
         return KeyIterator(self)
 
-    def keys(self):
-        """``_interface.Store.keys``, in the index's order."""
+    def keys(self, prefix=None):
+        """``_interface.Store.keys``, in the index's order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "keys")
         return self.snapshot(True, False)
 
-    def values(self):
-        """``_interface.Store.values``, in the index's order."""
+    def values(self, prefix=None):
+        """``_interface.Store.values``, in the index's order, or the keys' with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "values")
         return self.snapshot(False, True)
 
-    def items(self):
-        """``_interface.Store.items``, in the index's order."""
+    def items(self, prefix=None):
+        """``_interface.Store.items``, in the index's order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "items")
         return self.snapshot(True, True)
 
     cdef list snapshot(self, bint keys, bint values):
@@ -1451,9 +1457,13 @@ cdef class Store:
             self.check_writable("write")
             return batch_append(self, record)
 
-    def _sorted_lines(self, form, progress=None):
+    def _sorted(self, bytes low not None, bytes high, what):
+        """``_interface.Store._sorted``, in C (``sorted.pxi``)."""
+        return sorted_range(self, low, high, what)
+
+    def _sorted_lines(self, form, progress=None, bytes low not None=b"", bytes high=None):
         """``_interface.Store._sorted_lines``, in C (``sorted.pxi``)."""
-        return sorted_lines(self, form, progress)
+        return sorted_lines(self, form, progress, low, high)
 
     def _disown(self):
         """``_interface.Store._disown``."""

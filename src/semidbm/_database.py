@@ -19,7 +19,7 @@ from collections.abc import MutableMapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, TypeVar, overload
 
-from . import _messages
+from . import _messages, _order
 from ._batch import Batch
 from .errors import DBMError
 from .format import BATCH_FORMAT
@@ -222,20 +222,86 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         """The number of keys."""
 
     @abstractmethod
-    def keys(self) -> list[bytes]:  # type: ignore[override]
+    def keys(self, prefix: Data | None = None) -> list[bytes]:  # type: ignore[override]
         """Return a list of the keys, a snapshot taken at once.
 
         A list, as ``dbm.dumb`` and ``dbm.gnu`` return, not a view: the
-        caller may change the database while going over it.
+        caller may change the database while going over it. Without
+        ``prefix`` the order is arbitrary, as iteration's.
+
+        Args:
+            prefix: if given, only the keys that start with it, in byte
+                order (as ``bytes`` objects compare); a key as the rest of
+                the API takes it (``str`` as UTF-8, or bytes-like). See
+                :meth:`iter_sorted` and :doc:`/ordered`.
         """
 
     @abstractmethod
-    def values(self) -> list[bytes]:  # type: ignore[override]
-        """Return a list of the values, in the order of :meth:`keys`, a snapshot taken at once."""
+    def values(self, prefix: Data | None = None) -> list[bytes]:  # type: ignore[override]
+        """Return a list of the values, in the order of :meth:`keys`, a snapshot taken at once.
+
+        With ``prefix``, the values of the keys that start with it, in the
+        keys' byte order.
+        """
 
     @abstractmethod
-    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
-        """Return a list of the ``(key, value)`` pairs, a snapshot taken at once."""
+    def items(  # type: ignore[override]
+        self, prefix: Data | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        """Return a list of the ``(key, value)`` pairs, a snapshot taken at once.
+
+        With ``prefix``, the pairs whose keys start with it, in byte order.
+        """
+
+    def iter_sorted(
+        self,
+        start: Data | None = None,
+        stop: Data | None = None,
+        *,
+        prefix: Data | None = None,
+        reverse: bool = False,
+        what: str = "keys",
+    ) -> Iterator[Any]:
+        """Iterate over the keys in byte order, from ``start`` up to ``stop``, left out.
+
+        The keys are those live at the call, sorted then (a snapshot:
+        keys written later are not seen, and the database may change
+        during the iteration). Values are read as the iteration reaches
+        them, a run of keys at a time: each is the key's value when its
+        run is read, and a key deleted since the call is left out. Keys
+        compare as ``bytes`` objects do, as ``semidbm keys`` and dumps
+        sort them. See :doc:`/ordered`.
+
+        Args:
+            start: the first key, if the database holds it: keys below
+                it are left out. None: from the first key.
+            stop: the key where the iteration ends, itself left out.
+                None: to the last key.
+            prefix: only keys that start with it; with ``start`` or
+                ``stop``, the keys that satisfy both.
+            reverse: from the last key down to the first (the same keys).
+            what: ``"keys"``, ``"values"`` or ``"items"`` (``(key, value)``
+                pairs).
+
+        Each key argument is taken as the rest of the API takes a key
+        (``str`` as UTF-8, or bytes-like).
+
+        Returns:
+            Iterator: the keys, values or pairs, in byte order of the keys.
+
+        Raises:
+            TypeError: a key argument of another type, or ``reverse`` not
+                True or False.
+            ValueError: ``what`` is none of the three.
+            semidbm.error: the database is closed, at the call; or when a
+                run of values is read (not when only keys are asked for).
+
+        >>> with semidbm.open("ordered.db", "c") as db:
+        ...     db.update({"user:2": "bo", "user:1": "al", "group:1": "staff"})
+        ...     list(db.iter_sorted(prefix="user:", what="items"))
+        [(b'user:1', b'al'), (b'user:2', b'bo')]
+        """
+        return _order.iter_sorted(self, start, stop, prefix, reverse, what)
 
     @abstractmethod
     def update(
@@ -622,9 +688,16 @@ class Database(MutableMapping):  # type: ignore[type-arg]
 
         def _commit_encoded(self, record: bytes) -> None: ...
 
+        # The keys of a range in byte order, as keys, values or items (private: _order).
+        def _sorted(self, low: bytes, high: bytes | None, what: str) -> list[Any]: ...
+
         # The sorted keys as lines of text, for semidbm.migrate and the command (private).
         def _sorted_lines(
-            self, form: str, progress: Callable[[int, int], object] | None = None
+            self,
+            form: str,
+            progress: Callable[[int, int], object] | None = None,
+            low: bytes = b"",
+            high: bytes | None = None,
         ) -> tuple[int, Iterator[tuple[int, bytes]]]: ...
 
         # Parts of the keys and the log's state, for semidbm.dask (private: the kernel's

@@ -242,18 +242,33 @@ class Store(Protocol):
         repeat keys.
         """
 
-    def keys(self) -> List[bytes]:
+    def keys(self, prefix: Optional[Data] = None) -> List[bytes]:
         """Return a list of all keys, a snapshot taken atomically.
 
         A list, not a view, as ``dbm.dumb`` and ``dbm.gnu`` return: the
-        caller may change the database while going over it.
+        caller may change the database while going over it. With a
+        ``prefix``, the keys that start with it, in byte order
+        (``_order.listed``, through ``_sorted``).
         """
 
-    def values(self) -> List[bytes]:
+    def values(self, prefix: Optional[Data] = None) -> List[bytes]:
         """Return a list of all values, in the order of ``keys()``, a snapshot taken atomically."""
 
-    def items(self) -> List[Tuple[bytes, bytes]]:
+    def items(self, prefix: Optional[Data] = None) -> List[Tuple[bytes, bytes]]:
         """Return a list of all ``(key, value)`` pairs, a snapshot taken atomically."""
+
+    def _sorted(self, low: bytes, high: Optional[bytes], what: str) -> List[Any]:
+        """The live keys from ``low`` up to ``high`` (left out; None: no end), in byte order.
+
+        As ``what`` (one of ``_parts.WHAT``) asks: the keys, their values,
+        or ``(key, value)`` pairs; a snapshot taken atomically, values
+        read (and with ``verify_checksums`` checked) as a read reads them.
+        Keys outside the range are left out before the sort: the compiled
+        kernel gathers the keys and sorts them with the radix sort of
+        ``_sorted_lines``, the pure one with ``sorted``. DBMError if the
+        store is closed. ``_order`` checks the arguments and makes the
+        range of the public methods' ``start``, ``stop`` and ``prefix``.
+        """
 
     def update(
         self,
@@ -404,7 +419,11 @@ class Store(Protocol):
         """
 
     def _sorted_lines(
-        self, form: str, progress: Optional[Callable[[int, int], object]] = None
+        self,
+        form: str,
+        progress: Optional[Callable[[int, int], object]] = None,
+        low: bytes = b"",
+        high: Optional[bytes] = None,
     ) -> Tuple[int, Iterator[Tuple[int, bytes]]]:
         """The live keys in byte order, as lines of text: ``semidbm keys`` and dumps.
 
@@ -422,8 +441,10 @@ class Store(Protocol):
         a compaction or refresh that rebuilt the index counts as a
         change). ``progress(done, total)``, if given, is called during the
         sort with the keys in their place so far, and with ``(count,
-        count)`` when it is over. Private, like ``_disown``: ``migrate``
-        and the command use it.
+        count)`` when it is over. Only the keys from ``low`` up to
+        ``high``, left out (None: no end), are lines, as for ``_sorted``
+        (``--prefix``). Private, like ``_disown``: ``migrate`` and the
+        command use it.
         """
 
     def _disown(self) -> None:

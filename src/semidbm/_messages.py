@@ -24,6 +24,12 @@ NOT_TWO = "semidbm update sequence element #%d has length %d; 2 is required"
 #: ``get_many`` or ``delete_many`` given one key (str or bytes-like), whose
 #: characters or bytes it would otherwise take for keys (the method, the type's name).
 ONE_KEY = "semidbm %s takes an iterable of keys, not one key (a %s): put it in a list"
+#: An argument that must be True or False given another type (its name, the type's name).
+NOT_A_BOOL = "semidbm %s must be True or False, not %s"
+#: A shelf's ordered iteration over a database that has none (the type's name).
+NO_ORDER = "a shelf's iter_sorted needs a database with iter_sorted (semidbm's), not a %s"
+#: A bound or prefix of a shelf's ordered iteration that is not a str (its name, the type's name).
+SHELF_KEY = "semidbm shelf %s must be a str, as the shelf's keys are, not %s"
 #: An operation on a closed store.
 CLOSED = "semidbm database %s is closed"
 #: The next step of an iterator whose store was closed since it began.

@@ -18,6 +18,7 @@ from . import (
     _files,
     _index_file,
     _messages,
+    _order,
     _parts,
     _records,
     _tail,
@@ -104,6 +105,13 @@ def load_index(fd, path):
         index = {}
         end = replay_log(data, index, HEADER_SIZE, path, version[0] >= BATCH_FORMAT)
     return index, end, size, version
+
+
+def _sorted_range(index, low, high):
+    """The keys of ``index`` from ``low`` up to ``high`` (left out; None: no end), sorted."""
+    if high is None:
+        return sorted(key for key in index if key >= low)
+    return sorted(key for key in index if low <= key < high)
 
 
 class Store:
@@ -321,18 +329,24 @@ class Store:
                 raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)
             yield key
 
-    def keys(self):
-        """``_interface.Store.keys``, in the index's (a dict's) order."""
+    def keys(self, prefix=None):
+        """``_interface.Store.keys``, in the index's (a dict's) order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "keys")
         with self._guard:
             self._check_open()
             return list(self._index)
 
-    def values(self):
-        """``_interface.Store.values``, in the index's order."""
+    def values(self, prefix=None):
+        """``_interface.Store.values``, in the index's order, or the keys' with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "values")
         return [value for _, value in self.items()]
 
-    def items(self):
-        """``_interface.Store.items``, in the index's order."""
+    def items(self, prefix=None):
+        """``_interface.Store.items``, in the index's order, or sorted with a prefix."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "items")
         with self._guard:
             self._check_open()
             self._busy = _messages.INTERRUPTED
@@ -945,7 +959,22 @@ class Store:
         self._buffer, self._unsettled = bytearray(), False
         self._reload(self._fd)
 
-    def _sorted_lines(self, form, progress=None):
+    def _sorted(self, low, high, what):
+        """``_interface.Store._sorted``: the index filtered, then ``sorted``."""
+        with self._guard:
+            self._check_open()
+            index = self._index
+            keys = _sorted_range(index, low, high)
+            if what == "keys":
+                return keys
+            self._busy = _messages.INTERRUPTED  # as for a read: see __getitem__
+            try:
+                values = [self._read(key, *index[key]) for key in keys]
+            finally:
+                self._busy = None
+        return _parts.shaped(keys, values, what)
+
+    def _sorted_lines(self, form, progress=None, low=b"", high=None):
         """``_interface.Store._sorted_lines``: ``sorted`` over the index, lines made in Python."""
         make_line = _fields.LINE_FORMS.get(form)
         if make_line is None:
@@ -953,20 +982,21 @@ class Store:
         with self._guard:
             self._check_open()
             index = self._index
-            entries = [(key, index[key]) for key in sorted(index)]
+            count = len(index)
+            entries = [(key, index[key]) for key in _sorted_range(index, low, high)]
         if progress is not None:
             progress(len(entries), len(entries))
             with self._guard:
-                self._check_same_keys(index, entries, ())
-        return len(entries), self._line_chunks(index, entries, make_line)
+                self._check_same_keys(index, count, ())
+        return len(entries), self._line_chunks(index, count, entries, make_line)
 
-    def _line_chunks(self, index, entries, make_line):
+    def _line_chunks(self, index, count, entries, make_line):
         """The chunks of ``_sorted_lines``: lines of ``LINES_PER_CHUNK`` keys at a time."""
         reads_values = make_line is _fields.LINE_FORMS["dump"]
         for start in range(0, len(entries), LINES_PER_CHUNK):
             chunk = entries[start : start + LINES_PER_CHUNK]
             with self._guard:
-                self._check_same_keys(index, entries, chunk)
+                self._check_same_keys(index, count, chunk)
                 self._busy = _messages.INTERRUPTED  # as for a read: see __getitem__
                 try:
                     lines = [
@@ -977,8 +1007,8 @@ class Store:
                     self._busy = None
             yield len(chunk), b"".join(lines)
 
-    def _check_same_keys(self, index, entries, chunk):
-        """Raise unless the store is open and holds the keys of ``entries`` (from ``index``).
+    def _check_same_keys(self, index, count, chunk):
+        """Raise unless the store is open and holds the ``count`` keys ``index`` held.
 
         A compaction or refresh that replaced the index, a key added, or
         one of ``chunk``'s keys deleted is a change (the compiled kernel's
@@ -989,7 +1019,7 @@ class Store:
         self._check_open()
         if (
             self._index is not index
-            or len(index) != len(entries)
+            or len(index) != count
             or not all(key in index for key, _ in chunk)
         ):
             raise RuntimeError(_messages.CHANGED_DURING_ITERATION % self.path)

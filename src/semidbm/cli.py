@@ -25,7 +25,7 @@ import threading
 import time
 import warnings
 
-from . import __version__, _examine, db, migrate, shelf
+from . import __version__, _examine, _order, db, migrate, shelf
 from ._progress import Progress, human_bytes, quantity
 from .format import BATCH_FORMAT, TORN_PREFIX
 
@@ -115,6 +115,9 @@ def build_parser():
             "-e", "--encoded", action="store_true", help=what + ", as in a dump (binary keys)"
         )
 
+    def prefix(sub, what):
+        sub.add_argument("-p", "--prefix", metavar="PREFIX", help=what + " that start with PREFIX")
+
     def shared(sub):
         sub.add_argument(
             "-m",
@@ -162,8 +165,12 @@ def build_parser():
     sub = command("keys", run_keys, "list the keys, sorted, one a line")
     sub.add_argument("database", metavar="DB")
     sub.add_argument(
-        "-e", "--encoded", action="store_true", help="percent-encode them, as in a dump"
+        "-e",
+        "--encoded",
+        action="store_true",
+        help="percent-encode them, as in a dump (and PREFIX is given so)",
     )
+    prefix(sub, "list only the keys")
 
     sub = command(
         "verify",
@@ -244,6 +251,8 @@ def build_parser():
     )
     sub.add_argument("database", metavar="DB")
     sub.add_argument("dump", metavar="DUMP", nargs="?", default="-", help="file (default: stdout)")
+    prefix(sub, "write only the records whose keys")
+    encoded(sub, "PREFIX is percent-encoded")
 
     sub = command(
         "import",
@@ -321,6 +330,11 @@ def _argument_bytes(text, encoded):
         except ValueError as exc:
             raise Failure("%r: %s" % (text, exc)) from None
     return os.fsencode(text)
+
+
+def _prefix(args):
+    """The bytes of ``--prefix``, percent-decoded with ``--encoded``; None without it."""
+    return None if args.prefix is None else _argument_bytes(args.prefix, args.encoded)
 
 
 # --- the subcommands ---
@@ -449,7 +463,11 @@ def run_keys(args):
     out = sys.stdout.buffer
     with db.open(args.database) as database:
         with Progress("sorting") as progress:
-            _, chunks = database._sorted_lines("encoded keys" if args.encoded else "keys", progress)
+            _, chunks = database._sorted_lines(
+                "encoded keys" if args.encoded else "keys",
+                progress,
+                *_order.key_range(None, None, _prefix(args)),
+            )
         for _, chunk in chunks:
             out.write(chunk)
     out.flush()
@@ -709,15 +727,16 @@ def run_export(args):
     it, a new file in its directory), which would destroy it: migrate's
     export_dump checks the path before opening it, and stdout before writing.
     """
+    prefix = _prefix(args)
     with contextlib.ExitStack() as stack:
         database = stack.enter_context(db.open(args.database))
         sorting = stack.enter_context(Progress("sorting"))
         progress = stack.enter_context(Progress("exporting"))
         if args.dump == "-":
-            migrate.export_dump(database, sys.stdout.buffer, progress, sorting)
+            migrate.export_dump(database, sys.stdout.buffer, progress, sorting, prefix=prefix)
             sys.stdout.flush()
             return OK
-        count = migrate.export_dump(database, args.dump, progress, sorting)
+        count = migrate.export_dump(database, args.dump, progress, sorting, prefix=prefix)
     print("exported %s from %s to %s" % (quantity(count, "record"), args.database, args.dump))
     return OK
 

@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, Protocol, Union
 
-from . import _files
+from . import _files, _order
 from . import open as _open_semidbm
 from ._batch import Batch
 
@@ -51,6 +51,7 @@ from .format import DATA_NAME, EMPTY_RECORD_SIZE, MAGIC, MAX_LENGTH
 
 if TYPE_CHECKING:
     from ._database import Database
+    from ._types import Data
 
 #: A path, as the functions take it.
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -82,11 +83,13 @@ def export_dump(
     output: _Path | IO[bytes],
     progress: _Progress | None = None,
     sort_progress: _Progress | None = None,
+    *,
+    prefix: Data | None = None,
 ) -> int:
     """Write every record of the open semidbm ``database`` to ``output`` as a dump.
 
     Records are written in key order, so dumps of equal databases are
-    equal.
+    equal. With ``prefix``, only those whose keys start with it.
 
     Args:
         database: an open semidbm database (read-only will do).
@@ -96,6 +99,8 @@ def export_dump(
             records written.
         sort_progress: called as ``sort_progress(done, total)`` with the
             keys in their place while they are sorted, first.
+        prefix: a key (``str`` as UTF-8, or bytes-like), as for
+            :meth:`semidbm.Database.keys`; None for every record.
 
     Returns:
         int: the count of records written.
@@ -119,10 +124,13 @@ def export_dump(
     directory = os.path.dirname(database.path)
     if isinstance(output, (str, bytes, os.PathLike)):
         _refuse_path_in_database(output, directory)
+    low, high = _order.key_range(None, None, prefix)
+    if isinstance(output, (str, bytes, os.PathLike)):
+        _refuse_path_in_database(output, directory)
         with open(output, "wb") as stream:
-            return _write_dump(database, stream, progress, sort_progress)
+            return _write_dump(database, stream, progress, sort_progress, low, high)
     _refuse_stream_in_database(output, directory)
-    return _write_dump(database, output, progress, sort_progress)
+    return _write_dump(database, output, progress, sort_progress, low, high)
 
 
 def _write_dump(
@@ -130,13 +138,15 @@ def _write_dump(
     stream: IO[bytes],
     progress: _Progress | None,
     sort_progress: _Progress | None,
+    low: bytes,
+    high: bytes | None,
 ) -> int:
     """Write the dump of ``database`` to ``stream``: the body of :func:`export_dump`.
 
-    The kernel sorts the keys and makes the lines (in C with the
-    compiled kernel), a chunk at a time.
+    The kernel sorts the keys from ``low`` up to ``high`` and makes the
+    lines (in C with the compiled kernel), a chunk at a time.
     """
-    count, chunks = database._sorted_lines("dump", sort_progress)
+    count, chunks = database._sorted_lines("dump", sort_progress, low, high)
     stream.write(DUMP_HEADER.encode("ascii"))
     done = 0
     for lines, chunk in chunks:

@@ -19,6 +19,7 @@ spans two shards at once.
 from __future__ import annotations
 
 import errno
+import heapq
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ import zlib
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from . import _files, _messages, db
+from . import _files, _messages, _order, db
 from ._database import Database
 from ._progress import quantity
 from ._records import as_bytes, as_pair, encode_batch, key_list
@@ -666,17 +667,55 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         for shard in self._shards:
             yield from shard
 
-    def keys(self) -> list[bytes]:  # type: ignore[override]
-        """Return a list of the keys: each shard's snapshot, one shard after the other."""
+    def keys(self, prefix: Data | None = None) -> list[bytes]:  # type: ignore[override]
+        """Return a list of the keys: each shard's snapshot, one shard after the other.
+
+        With ``prefix``, the keys that start with it, in byte order: the
+        shards' sorted keys merged (as :meth:`semidbm.Database.keys`).
+        """
+        if prefix is not None:
+            return _order.listed(self, prefix, "keys")
         return [key for shard in self._shards for key in shard.keys()]
 
-    def values(self) -> list[bytes]:  # type: ignore[override]
-        """Return a list of the values, in the order of :meth:`keys`."""
+    def values(self, prefix: Data | None = None) -> list[bytes]:  # type: ignore[override]
+        """Return a list of the values, in the order of :meth:`keys` (with ``prefix`` too)."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "values")
         return [value for shard in self._shards for value in shard.values()]
 
-    def items(self) -> list[tuple[bytes, bytes]]:  # type: ignore[override]
+    def items(  # type: ignore[override]
+        self, prefix: Data | None = None
+    ) -> list[tuple[bytes, bytes]]:
         """Return a list of the ``(key, value)`` pairs, in the order of :meth:`keys`."""
+        if prefix is not None:
+            return _order.listed(self, prefix, "items")
         return [item for shard in self._shards for item in shard.items()]
+
+    def iter_sorted(
+        self,
+        start: Data | None = None,
+        stop: Data | None = None,
+        *,
+        prefix: Data | None = None,
+        reverse: bool = False,
+        what: str = "keys",
+    ) -> Iterator[Any]:
+        """Iterate over the keys in byte order, as :meth:`semidbm.Database.iter_sorted`.
+
+        The shards' sorted keys are merged; each shard's are a snapshot
+        of it, taken one shard after the other.
+        """
+        return _order.iter_sorted(self, start, stop, prefix, reverse, what)
+
+    def _sorted(self, low: bytes, high: bytes | None, what: str) -> list[Any]:
+        """The keys of a range in byte order (``Store._sorted``): the shards' merged.
+
+        Keys are in one shard each, so a merge of pairs never compares
+        two values.
+        """
+        asked = "keys" if what == "keys" else "items"
+        merged = list(heapq.merge(*(shard._sorted(low, high, asked) for shard in self._shards)))
+        return [value for _, value in merged] if what == "values" else merged
 
     def _group(self, keys: list[bytes]) -> list[list[int]]:
         """The place in ``keys`` (bytes) of each key, grouped by shard: a list per shard."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
 from . import _messages
 from . import db as _db
+from ._parts import check_what
 from .errors import DBMError, DBMSignatureError
 
 if TYPE_CHECKING:
@@ -658,6 +659,60 @@ class Shelf(shelve.Shelf[_VT]):
         if data[: len(SIGNED_PREFIX)] == SIGNED_PREFIX:
             raise ValueError(_messages.LOOKS_SIGNED % SIGNED_PREFIX)
         return data
+
+    def iter_sorted(
+        self,
+        start: str | None = None,
+        stop: str | None = None,
+        *,
+        prefix: str | None = None,
+        reverse: bool = False,
+        what: str = "keys",
+    ) -> Iterator[Any]:
+        """Iterate over the keys in the order of their stored bytes, from ``start`` up to ``stop``.
+
+        As :meth:`semidbm.Database.iter_sorted`, with ``str`` keys: the
+        bounds and the prefix are encoded as the shelf encodes its keys
+        (``keyencoding``). With UTF-8, the default, the order of the
+        bytes is that of the keys by code point, as :func:`sorted` sorts
+        them. Values are read as ``shelf[key]`` reads them (the cache
+        first, signatures checked), as the iteration reaches them; a key
+        deleted since the call is left out.
+
+        Raises:
+            TypeError: a bound or the prefix is not a ``str``, or the
+                shelf's database has no ``iter_sorted`` (another dbm).
+        """
+        check_what(what)
+        ordered = getattr(self.dict, "iter_sorted", None)
+        if ordered is None:
+            raise TypeError(_messages.NO_ORDER % type(self.dict).__name__)
+        low, high, stored_prefix = (
+            None if key is None else self._stored_key(key, name)
+            for key, name in ((start, "start"), (stop, "stop"), (prefix, "prefix"))
+        )
+        keys = [
+            key.decode(self.keyencoding)
+            for key in ordered(low, high, prefix=stored_prefix, reverse=reverse)
+        ]
+        if what == "keys":
+            return iter(keys)
+        return self._read_values(keys, what == "items")
+
+    def _stored_key(self, key: str, name: str) -> bytes:
+        """``key`` as the shelf stores it; TypeError, naming the argument, if it is not a str."""
+        if not isinstance(key, str):
+            raise TypeError(_messages.SHELF_KEY % (name, type(key).__name__))
+        return key.encode(self.keyencoding)
+
+    def _read_values(self, keys: list[str], pairs: bool) -> Iterator[Any]:
+        """The values of ``keys`` (pairs if ``pairs``), read in turn; deleted keys left out."""
+        for key in keys:
+            try:
+                value = self[key]
+            except KeyError:
+                continue
+            yield (key, value) if pairs else value
 
     def clear(self) -> None:
         """Remove every entry, reading none: no value is checked or deserialized.

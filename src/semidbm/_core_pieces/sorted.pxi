@@ -1,5 +1,6 @@
 # The keys in byte order, as lines of text, for ``semidbm keys`` and dumps
-# (included by _core.pyx): ``Store._sorted_lines``.
+# (included by _core.pyx): ``Store._sorted_lines``; and as lists of a range
+# of keys, for ``Database.iter_sorted`` and ``keys(prefix=...)``: ``Store._sorted``.
 # The live keys' records are gathered from the index, sorted in place by
 # their bytes (an MSD radix sort on the key's first eight bytes, kept
 # beside each record's offset, then on the bytes in the log), and turned
@@ -43,7 +44,10 @@ cdef bint lines_literal_byte(unsigned char byte) noexcept nogil:
 
 
 cdef struct KeyEntry:
-    uint64_t prefix     # the key's first eight bytes, big-endian, zeros past its end
+    # Eight bytes of the key, big-endian, zeros past its end: its first eight, and
+    # during the sort those from the depth it is at, rounded down to a multiple of
+    # eight (``sort_shift_prefixes``), so that the bytes it examines are at hand.
+    uint64_t prefix
     uint64_t place      # its record's offset, and in the top byte its length up to 255
 
 
@@ -60,17 +64,76 @@ cdef inline const char* entry_key(const Log* log, const KeyEntry* entry,
     return record + LENGTHS_SIZE
 
 
+cdef inline void entry_prefetch(const Log* log, const KeyEntry* entries, size_t at,
+                                size_t count) noexcept nogil:
+    """Ask the processor for the record of the entry ``RECORD_PREFETCH`` places after ``at``.
+
+    Only for an offset the mapped log may hold (a mapped slot may be
+    unchecked yet): a hint, never a read.
+    """
+    cdef uint64_t ahead
+    if at + RECORD_PREFETCH < count:
+        ahead = entry_offset(&entries[at + RECORD_PREFETCH])
+        if HEADER_SIZE <= ahead < log.disk_end:
+            semidbm_prefetch(log.map + ahead)
+
+
 cdef inline int entry_bucket(const Log* log, const KeyEntry* entry, size_t depth) noexcept nogil:
-    """The group of ``entry`` at byte ``depth``: 0 if its key ends before, else that byte + 1."""
+    """The group of ``entry`` at byte ``depth``: 0 if its key ends before, else that byte + 1.
+
+    The byte is the prefix's: it holds the key's eight bytes from ``depth``
+    rounded down to a multiple of eight. A key of 255 bytes or more has
+    its length read in the log, past that depth.
+    """
     cdef size_t short_size = entry.place >> 56
     cdef size_t size
+    if short_size < 255:
+        if depth >= short_size:
+            return 0
+    elif depth >= 255:
+        entry_key(log, entry, &size)
+        if depth >= size:
+            return 0
+    return <int>((entry.prefix >> (56 - 8 * (depth & 7))) & 0xFF) + 1
+
+
+cdef void sort_shift_prefixes(const Log* log, KeyEntry* entries, size_t count,
+                              size_t depth) noexcept nogil:
+    """Keep in each entry's prefix its key's eight bytes from ``depth`` on, a multiple of eight.
+
+    Once the sort has gone past the eight bytes beside each entry, it
+    reads the next eight of each key from the log at once, in order
+    (``entry_prefetch``), rather than a byte of each at every depth.
+    """
+    cdef size_t at, size
     cdef const char* key
-    if depth < 8:
-        return 0 if depth >= short_size else <int>((entry.prefix >> (56 - 8 * depth)) & 0xFF) + 1
-    if depth >= short_size and short_size < 255:
-        return 0
-    key = entry_key(log, entry, &size)
-    return 0 if depth >= size else <int>(<const unsigned char*>key)[depth] + 1
+    for at in range(count):
+        entry_prefetch(log, entries, at, count)
+        key = entry_key(log, &entries[at], &size)
+        entries[at].prefix = key_prefix(key + depth, size - depth) if size > depth else 0
+
+
+cdef inline uint64_t key_prefix(const char* key, size_t size) noexcept nogil:
+    """A key's first eight bytes, big-endian, zeros past its end (``KeyEntry.prefix``).
+
+    Two keys' prefixes, where they differ, are in the order of the keys.
+    """
+    cdef uint64_t prefix = 0
+    cdef size_t byte
+    for byte in range(8):
+        prefix <<= 8
+        if byte < size:
+            prefix |= <unsigned char>key[byte]
+    return prefix
+
+
+cdef inline int bytes_order(const char* a, size_t a_size, const char* b,
+                            size_t b_size) noexcept nogil:
+    """Compare two byte strings as bytes objects compare: < 0, 0 or > 0."""
+    cdef int order = memcmp(a, b, a_size if a_size < b_size else b_size)
+    if order:
+        return order
+    return (a_size > b_size) - (a_size < b_size)
 
 
 cdef int sort_compare(const Log* log, const KeyEntry* a, const KeyEntry* b) noexcept nogil:
@@ -78,15 +141,45 @@ cdef int sort_compare(const Log* log, const KeyEntry* a, const KeyEntry* b) noex
     cdef size_t a_size, b_size
     cdef const char* a_key
     cdef const char* b_key
-    cdef int order
     if a.prefix != b.prefix:
         return -1 if a.prefix < b.prefix else 1
     a_key = entry_key(log, a, &a_size)
     b_key = entry_key(log, b, &b_size)
-    order = memcmp(a_key, b_key, a_size if a_size < b_size else b_size)
-    if order:
-        return order
-    return (a_size > b_size) - (a_size < b_size)
+    return bytes_order(a_key, a_size, b_key, b_size)
+
+
+cdef int sort_bound_compare(const Log* log, const KeyEntry* entry, uint64_t bound_prefix,
+                            const char* bound, size_t bound_size) noexcept nogil:
+    """Compare an entry's key with ``bound`` (its ``key_prefix``, then its bytes): < 0, 0 or > 0."""
+    cdef size_t size
+    cdef const char* key
+    if entry.prefix != bound_prefix:
+        return -1 if entry.prefix < bound_prefix else 1
+    key = entry_key(log, entry, &size)
+    return bytes_order(key, size, bound, bound_size)
+
+
+cdef size_t sort_keep_range(const Log* log, KeyEntry* entries, size_t count,
+                            const char* low, size_t low_size,
+                            const char* high, size_t high_size) noexcept nogil:
+    """Keep the entries whose keys lie from ``low`` up to ``high``, left out; return how many.
+
+    ``high`` NULL: no end. The kept entries move to the front, in their
+    order, before the sort: keys out of the range are never sorted.
+    """
+    cdef uint64_t low_prefix = key_prefix(low, low_size)
+    cdef uint64_t high_prefix = key_prefix(high, high_size) if high != NULL else 0
+    cdef size_t at
+    cdef size_t kept = 0
+    for at in range(count):
+        if low_size and sort_bound_compare(log, &entries[at], low_prefix, low, low_size) < 0:
+            continue
+        if high != NULL and sort_bound_compare(log, &entries[at], high_prefix, high,
+                                               high_size) >= 0:
+            continue
+        entries[kept] = entries[at]
+        kept += 1
+    return kept
 
 
 cdef void sort_by_insertion(const Log* log, KeyEntry* entries, size_t count) noexcept nogil:
@@ -133,6 +226,34 @@ cdef void sort_by_heap(const Log* log, KeyEntry* entries, size_t count) noexcept
         sort_sift_down(log, entries, 0, count)
 
 
+cdef size_t sort_shared_bytes(const KeyEntry* entries, size_t count, size_t depth) noexcept nogil:
+    """The first depth from ``depth`` at which the keys may part, within their prefixes' bytes.
+
+    That is the first byte where two prefixes differ, or where a key
+    ends (its group there is 0, a byte 0's is 1), and at most the end of
+    the prefixes' eight bytes: one pass over the entries instead of one
+    for each byte that every key shares. A key of 255 bytes or more may
+    end at 255, where its length is read. Never past the shortest key's
+    end, where ``sort_partition`` counts the groups: so its loop ends
+    there at the latest, whatever the keys (equal ones included).
+    """
+    cdef uint64_t first = entries[0].prefix
+    cdef uint64_t differ = 0
+    cdef size_t shortest = 255
+    cdef size_t end = (depth | 7) + 1
+    cdef size_t at, size
+    for at in range(count):
+        differ |= entries[at].prefix ^ first
+        size = entries[at].place >> 56
+        if size < shortest:
+            shortest = size
+    at = depth & 7
+    while at < 8 and not (differ >> (56 - 8 * at)) & 0xFF:
+        at += 1
+    end = min(end, (depth & ~(<size_t>7)) + at, shortest)
+    return end if end > depth else depth
+
+
 cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size_t depth,
                            size_t* counts) noexcept nogil:
     """Group the entries by their byte at ``depth`` or further on; return that depth.
@@ -141,6 +262,9 @@ cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size
     in byte order (keys that end first), are in place afterwards, with
     their sizes in ``counts`` (257 of them). Keys are distinct, so the
     bytes differ somewhere for two or more: an American flag sort pass.
+    At a depth that is a multiple of eight the prefixes move on to the
+    next eight bytes (the entries share their first ``depth`` bytes, so
+    prefixes from the same depth order them as their keys).
     """
     cdef size_t ends[257]
     cdef size_t next_place[257]
@@ -148,6 +272,13 @@ cdef size_t sort_partition(const Log* log, KeyEntry* entries, size_t count, size
     cdef int group, moving_group
     cdef KeyEntry moving, taken
     while True:
+        if depth and depth & 7 == 0:
+            sort_shift_prefixes(log, entries, count, depth)
+        start = sort_shared_bytes(entries, count, depth)
+        if start != depth:
+            depth = start
+            if depth & 7 == 0:
+                continue  # past the prefixes' bytes: the next eight first
         memset(counts, 0, 257 * sizeof(size_t))
         for at in range(count):
             counts[entry_bucket(log, &entries[at], depth)] += 1
@@ -256,6 +387,7 @@ cdef class SortedLines:
         end = self.position
         size = 0
         while end < self.count:
+            entry_prefetch(&self.store.log, self.entries, end, self.count)
             line = self.line_size(&self.entries[end])
             if size and size + line > LINES_CHUNK:
                 break
@@ -348,15 +480,62 @@ cdef SortedLines sort_gather_keys(Store store):
     return lines
 
 
-cdef object sorted_lines(Store store, object form, object progress):
-    """``_interface.Store._sorted_lines``: the keys gathered, sorted, then made into lines."""
+cdef object sorted_lines(Store store, object form, object progress, bytes low, bytes high):
+    """``_interface.Store._sorted_lines``: the keys of the range gathered, sorted, as lines."""
     cdef SortedLines lines
     if form not in LINE_FORMS:
         raise ValueError(_messages.NO_LINE_FORM % (form, ", ".join(_fields.LINE_FORMS)))
-    lines = sort_gather_keys(store)
+    lines = sort_gather_range(store, low, high)
     lines.form = LINE_FORMS[form]
     sort_lines(lines, progress)
     return lines.count, lines
+
+
+cdef SortedLines sort_gather_range(Store store, bytes low, bytes high):
+    """The entries of the live keys from ``low`` up to ``high`` (left out; None: no end), unsorted.
+
+    Those out of the range are left out before the sort (``sort_keep_range``).
+    """
+    cdef SortedLines gathered = sort_gather_keys(store)
+    if low or high is not None:
+        gathered.count = sort_keep_range(
+            &store.log, gathered.entries, gathered.count, low, len(low),
+            NULL if high is None else <const char*>high, 0 if high is None else len(high))
+    return gathered
+
+
+cdef list sorted_range(Store store, bytes low, bytes high, object what):
+    """``_interface.Store._sorted``: the keys gathered, those out of the range left out, sorted.
+
+    The same gathering and radix sort as ``semidbm keys`` (``sorted_lines``);
+    the list is made in C with the GIL held, each step checking first
+    that the keys are unchanged (making an object may run a finalizer).
+    """
+    cdef SortedLines gathered = sort_gather_range(store, low, high)
+    cdef list result = []
+    cdef const KeyEntry* entry
+    cdef const char* key
+    cdef const char* value
+    cdef size_t at, key_size
+    cdef Py_ssize_t value_size
+    cdef bint keys = what != "values"
+    cdef bint values = what != "keys"
+    sort_lines(gathered, None)
+    for at in range(gathered.count):
+        keys_check_unchanged(store, gathered.version)
+        entry_prefetch(&store.log, gathered.entries, at, gathered.count)
+        entry = &gathered.entries[at]
+        key = entry_key(&store.log, entry, &key_size)
+        if values:
+            value = store.value_at(entry_offset(entry), &value_size)
+        if not values:
+            result.append(PyBytes_FromStringAndSize(key, key_size))
+        elif not keys:
+            result.append(PyBytes_FromStringAndSize(value, value_size))
+        else:
+            result.append((PyBytes_FromStringAndSize(key, key_size),
+                           PyBytes_FromStringAndSize(value, value_size)))
+    return result
 
 
 cdef int sort_lines(SortedLines lines, object progress) except -1:
@@ -483,27 +662,18 @@ cdef bint sort_read_entries(const Log* log, const Base* base, KeyEntry* entries,
                             size_t count) noexcept nogil:
     """Fill in the entries' prefixes from their records; False if a mapped slot fails its check.
 
-    Each record is asked of the processor ``RECORD_PREFETCH`` entries
-    ahead (only an offset the log may hold: a mapped slot is unchecked).
+    Each record is asked of the processor ahead (``entry_prefetch``).
     """
-    cdef size_t at, byte, size
-    cdef uint64_t ahead
+    cdef size_t at, size
     cdef const char* record
     cdef KeyEntry* entry
     for at in range(count):
-        if at + RECORD_PREFETCH < count:
-            ahead = entries[at + RECORD_PREFETCH].place
-            if HEADER_SIZE <= ahead < log.disk_end:
-                semidbm_prefetch(log.map + ahead)
+        entry_prefetch(log, entries, at, count)
         entry = &entries[at]
         if entry.prefix & MAPPED_SLOT and not base_slot_sound(base, entry.prefix & ~MAPPED_SLOT):
             return False
         record = log_record(log, entry.place)
         size = load_be32(record)
         entry.place |= <uint64_t>(size if size < 255 else 255) << 56
-        entry.prefix = 0
-        for byte in range(8):
-            entry.prefix <<= 8
-            if byte < size:
-                entry.prefix |= <unsigned char>record[LENGTHS_SIZE + byte]
+        entry.prefix = key_prefix(record + LENGTHS_SIZE, size)
     return True
