@@ -54,9 +54,9 @@ def key_range(
     low = b"" if start is None else as_bytes(start, "start")
     high = None if stop is None else as_bytes(stop, "stop")
     if prefix is not None:
-        prefix = as_bytes(prefix, "prefix")
-        low = max(low, prefix)
-        end = prefix_end(prefix)
+        first = as_bytes(prefix, "prefix")
+        low = max(low, first)
+        end = prefix_end(first)
         if end is not None and (high is None or end < high):
             high = end
     return low, high
