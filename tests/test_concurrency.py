@@ -665,3 +665,50 @@ def test_writes_made_while_another_thread_syncs_or_compacts_land(
     with dbopen(dbpath, verify_checksums=True) as again:
         assert len(again) == len(expected)
         assert [key for key in expected if key not in again] == []
+
+
+ITEMS_BESIDE_A_WRITER = """
+import threading
+
+class Cycle:
+    # Garbage in a reference cycle whose finalizer runs Python code and leaves more behind.
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        sum(range(200))
+        Cycle()
+
+database = semidbm.open(path, "c")
+database.update({b"k%07d" % number: b"v" for number in range(50_000)})
+stop = threading.Event()
+
+def write():
+    written = 0
+    while not stop.is_set():
+        database[b"w%d" % written] = b""
+        written += 1
+
+writer = threading.Thread(target=write)
+writer.start()
+Cycle()
+try:
+    for _ in range(3):
+        pairs = database.items()
+        keys = [key for key, _ in pairs]
+        assert len(set(keys)) == len(keys)
+        assert sum(key.startswith(b"k") for key in keys) == 50_000
+finally:
+    stop.set()
+    writer.join()
+    gc.collect()
+    database.close()
+"""
+
+
+def test_items_beside_a_writer_thread_while_finalizers_run(kernel, dbpath):
+    # The compiled kernel made each (key, value) pair as it read the index: a tuple may start
+    # a collection, whose finalizers let another thread in to write, and the reading went on
+    # over a changed table, for ever while that thread wrote (the child timed out). Pairs
+    # are made once every key and value is read.
+    run(kernel, ITEMS_BESIDE_A_WRITER, dbpath)

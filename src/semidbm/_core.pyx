@@ -855,9 +855,13 @@ cdef class Store:
         """The keys, the values or ``(key, value)`` pairs, in the index's order.
 
         Runs in C without releasing the GIL: no other thread changes the
-        index meanwhile.
+        index meanwhile. Only bytes objects are made while the index is
+        read (a tuple, which the garbage collector tracks, may start a
+        collection, whose finalizers run Python code and let other threads
+        write); pairs are made once every key and value is read.
         """
-        cdef list result = []
+        cdef list found_keys = []
+        cdef list found_values = []
         cdef size_t position = 0
         cdef uint64_t offset, version
         cdef Py_ssize_t key_size
@@ -875,15 +879,16 @@ cdef class Store:
                 break
             record = log_record(&self.log, offset)
             key_size = <int32_t>load_be32(record)
-            # The value through get, as a read has it (get's code stays inlined there).
-            if not values:
-                result.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
-            elif not keys:
-                result.append(self.get(record + LENGTHS_SIZE, key_size, None))
-            else:
-                result.append((PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size),
-                               self.get(record + LENGTHS_SIZE, key_size, None)))
-        return result
+            if keys:
+                found_keys.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
+            if values:
+                # The value through get, as a read has it (get's code stays inlined there).
+                found_values.append(self.get(record + LENGTHS_SIZE, key_size, None))
+        if not values:
+            return found_keys
+        if not keys:
+            return found_values
+        return list(zip(found_keys, found_values))
 
     # --- bulk operations (their loops are in bulk.pxi) ---
 

@@ -682,8 +682,11 @@ class Shelf(shelve.Shelf[_VT]):
         Raises:
             TypeError: a bound or the prefix is not a ``str``, or the
                 shelf's database has no ``iter_sorted`` (another dbm).
+            ValueError: the shelf is closed, or ``what`` is not a kind.
         """
         check_what(what)
+        if isinstance(self.dict, shelve._ClosedDict):
+            self.dict.closed()  # ValueError, as every operation of a closed shelf
         ordered = getattr(self.dict, "iter_sorted", None)
         if ordered is None:
             raise TypeError(_messages.NO_ORDER % type(self.dict).__name__)
@@ -711,6 +714,8 @@ class Shelf(shelve.Shelf[_VT]):
             try:
                 value = self[key]
             except KeyError:
+                if key in self:  # not deleted: raised by what read the value
+                    raise
                 continue
             yield (key, value) if pairs else value
 

@@ -507,12 +507,13 @@ cdef SortedLines sort_gather_range(Store store, bytes low, bytes high):
 cdef list sorted_range(Store store, bytes low, bytes high, object what):
     """``_interface.Store._sorted``: the keys gathered, those out of the range left out, sorted.
 
-    The same gathering and radix sort as ``semidbm keys`` (``sorted_lines``);
-    the list is made in C with the GIL held, each step checking first
-    that the keys are unchanged (making an object may run a finalizer).
+    The keys and values are copied into bytes objects first (no object the
+    garbage collector tracks is made, so no finalizer runs and no other
+    thread takes the GIL between two reads); the pairs are made after.
     """
     cdef SortedLines gathered = sort_gather_range(store, low, high)
-    cdef list result = []
+    cdef list keys_made = []
+    cdef list values_made = []
     cdef const KeyEntry* entry
     cdef const char* key
     cdef const char* value
@@ -521,21 +522,21 @@ cdef list sorted_range(Store store, bytes low, bytes high, object what):
     cdef bint keys = what != "values"
     cdef bint values = what != "keys"
     sort_lines(gathered, None)
+    keys_check_unchanged(store, gathered.version)
     for at in range(gathered.count):
-        keys_check_unchanged(store, gathered.version)
         entry_prefetch(&store.log, gathered.entries, at, gathered.count)
         entry = &gathered.entries[at]
-        key = entry_key(&store.log, entry, &key_size)
+        if keys:
+            key = entry_key(&store.log, entry, &key_size)
+            keys_made.append(PyBytes_FromStringAndSize(key, key_size))
         if values:
             value = store.value_at(entry_offset(entry), &value_size)
-        if not values:
-            result.append(PyBytes_FromStringAndSize(key, key_size))
-        elif not keys:
-            result.append(PyBytes_FromStringAndSize(value, value_size))
-        else:
-            result.append((PyBytes_FromStringAndSize(key, key_size),
-                           PyBytes_FromStringAndSize(value, value_size)))
-    return result
+            values_made.append(PyBytes_FromStringAndSize(value, value_size))
+    if not values:
+        return keys_made
+    if not keys:
+        return values_made
+    return list(zip(keys_made, values_made))
 
 
 cdef int sort_lines(SortedLines lines, object progress) except -1:
