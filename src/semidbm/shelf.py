@@ -685,8 +685,9 @@ class Shelf(shelve.Shelf[_VT]):
             ValueError: the shelf is closed, or ``what`` is not a kind.
         """
         check_what(what)
-        if isinstance(self.dict, shelve._ClosedDict):
-            self.dict.closed()  # ValueError, as every operation of a closed shelf
+        # A closed shelf's dict is shelve's marker (typeshed leaves the class out).
+        if isinstance(self.dict, shelve._ClosedDict):  # type: ignore[attr-defined]
+            self.dict.closed()  # ValueError, as every operation of a closed shelf raises
         ordered = getattr(self.dict, "iter_sorted", None)
         if ordered is None:
             raise TypeError(_messages.NO_ORDER % type(self.dict).__name__)
