@@ -698,6 +698,7 @@ try:
         keys = [key for key, _ in pairs]
         assert len(set(keys)) == len(keys)
         assert sum(key.startswith(b"k") for key in keys) == 50_000
+        assert len(database.items(prefix=b"k")) == 50_000
 finally:
     stop.set()
     writer.join()
@@ -708,7 +709,9 @@ finally:
 
 def test_items_beside_a_writer_thread_while_finalizers_run(kernel, dbpath):
     # The compiled kernel made each (key, value) pair as it read the index: a tuple may start
-    # a collection, whose finalizers let another thread in to write, and the reading went on
-    # over a changed table, for ever while that thread wrote (the child timed out). Pairs
-    # are made once every key and value is read.
+    # a collection, whose finalizers let another thread in to write. items() then went on
+    # over a changed table, for ever while that thread wrote (the child timed out), and
+    # items(prefix=...) found the keys changed (RuntimeError), where the keys are taken at
+    # once, "before or after, never in the middle" (docs/ordered.md). Pairs are made once
+    # every key and value is read.
     run(kernel, ITEMS_BESIDE_A_WRITER, dbpath)

@@ -11,9 +11,7 @@ the database changes under an iteration, keys past an index file, the
 sharded database's merge, shelves, and the errors.
 """
 
-import gc
 import shutil
-import threading
 
 import pytest
 from hypothesis import given, settings
@@ -324,43 +322,3 @@ def test_a_value_that_raises_key_error_is_not_taken_for_a_deleted_key(tmp_path, 
         with pytest.raises(KeyError, match="older layout"):  # as shelf["cfg:1"]: not left out
             list(shelf.iter_sorted(prefix="cfg:", what="items"))
 
-
-class _Cycle:
-    """Garbage in a reference cycle whose finalizer runs Python code and leaves more behind:
-    a collection that a new object starts then runs Python, and lets other threads run."""
-
-    def __init__(self):
-        self.me = self
-
-    def __del__(self):
-        sum(range(200))
-        _Cycle()
-
-
-@pytest.mark.parametrize("name", IMPLEMENTATIONS)
-def test_items_with_a_prefix_while_another_thread_writes(tmp_path, name):
-    # The compiled kernel made each (key, value) pair as it read the keys: a tuple can start
-    # a collection, whose finalizers let the writer thread in, and the next read found the
-    # keys changed (RuntimeError). The keys are taken at once: "before or after, never in
-    # the middle" (docs/ordered.md).
-    database = db.open_with(_kernel.load(name), tmp_path / "db", "c")
-    database.update({b"k%07d" % i: b"v" for i in range(50_000)})
-    stop = threading.Event()
-
-    def write():
-        written = 0
-        while not stop.is_set():
-            database[b"w%d" % written] = b""
-            written += 1
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    _Cycle()
-    try:
-        for _ in range(3):
-            assert len(database.items(prefix=b"k")) == 50_000
-    finally:
-        stop.set()
-        writer.join()
-        gc.collect()
-        database.close()
