@@ -837,22 +837,22 @@ cdef class Store:
         """``_interface.Store.keys``, in the index's order, or sorted with a prefix."""
         if prefix is not None:
             return _order.listed(self, prefix, "keys")
-        return self.snapshot(True, False)
+        return self.snapshot("keys")
 
     def values(self, prefix=None):
         """``_interface.Store.values``, in the index's order, or the keys' with a prefix."""
         if prefix is not None:
             return _order.listed(self, prefix, "values")
-        return self.snapshot(False, True)
+        return self.snapshot("values")
 
     def items(self, prefix=None):
         """``_interface.Store.items``, in the index's order, or sorted with a prefix."""
         if prefix is not None:
             return _order.listed(self, prefix, "items")
-        return self.snapshot(True, True)
+        return self.snapshot("items")
 
-    cdef list snapshot(self, bint keys, bint values):
-        """The keys, the values or ``(key, value)`` pairs, in the index's order.
+    cdef list snapshot(self, str what):
+        """The keys, the values or ``(key, value)`` pairs (``what``), in the index's order.
 
         Runs in C without releasing the GIL: no other thread changes the
         index meanwhile. Only bytes objects are made while the index is
@@ -866,6 +866,8 @@ cdef class Store:
         cdef uint64_t offset, version
         cdef Py_ssize_t key_size
         cdef const char* record
+        cdef bint keys = what != "values"
+        cdef bint values = what != "keys"
         self.check_open()
         if self.index.table.pending_count:
             keys_apply_pending(self)
@@ -875,7 +877,7 @@ cdef class Store:
             offset = keys_next_live(self, &position)
             if offset == 0:
                 if self.index.table.version != version:  # the index file was dropped
-                    return self.snapshot(keys, values)
+                    return self.snapshot(what)
                 break
             record = log_record(&self.log, offset)
             key_size = <int32_t>load_be32(record)
@@ -884,11 +886,7 @@ cdef class Store:
             if values:
                 # The value through get, as a read has it (get's code stays inlined there).
                 found_values.append(self.get(record + LENGTHS_SIZE, key_size, None))
-        if not values:
-            return found_keys
-        if not keys:
-            return found_values
-        return list(zip(found_keys, found_values))
+        return _parts.shaped(found_keys, found_values, what)
 
     # --- bulk operations (their loops are in bulk.pxi) ---
 

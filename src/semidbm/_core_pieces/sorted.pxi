@@ -532,11 +532,7 @@ cdef list sorted_range(Store store, bytes low, bytes high, object what):
         if values:
             value = store.value_at(entry_offset(entry), &value_size)
             values_made.append(PyBytes_FromStringAndSize(value, value_size))
-    if not values:
-        return keys_made
-    if not keys:
-        return values_made
-    return list(zip(keys_made, values_made))
+    return _parts.shaped(keys_made, values_made, what)
 
 
 cdef int sort_lines(SortedLines lines, object progress) except -1:
