@@ -23,6 +23,7 @@ import semidbm
 from semidbm import _checkpoint, _files, _index_file, _kernel, _settings, db
 from semidbm.format import DATA_NAME, HEADER_SIZE, INDEX_NAME, INDEX_TEMP_NAME
 
+from .conftest import NO_EXTENSIONS
 from .support.log import first_checkpoint
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX file types and permissions")
@@ -91,22 +92,42 @@ def write_index(path, header=None, capacity=_index_file.MIN_CAPACITY):
     (path / INDEX_NAME).write_bytes(header + empty_body(capacity))
 
 
-def try_load(path, data_size=None):
-    """What ``_index_file.load`` makes of the database ``path``'s index: a Header, or None.
+#: Who makes the checks 1 and 2: ``_index_file.load`` (the pure kernel's, and Windows'), and
+#: the compiled kernel's twin in C (``_core_pieces/trust.pxi``). Every case below holds both.
+CHECKERS = ["python"] if NO_EXTENSIONS else ["python", "compiled"]
+
+
+def load_with(checker, directory, fd, size):
+    """What ``checker`` makes of the index of the open ``directory``: ``(fd, Header)`` or None."""
+    if checker == "python":
+        return _index_file.load(directory, fd, size)
+    return _kernel.load("cython")._index_file_load(directory.fd, fd, size)
+
+
+@pytest.fixture(params=CHECKERS)
+def try_load(request):
+    """What a checker makes of the database ``path``'s index: a Header, or None.
 
     ``data_size`` is the size of the log the caller has seen (the data
     file's size unless given).
     """
-    with opened(path) as (directory, fd, size):
-        loaded = _index_file.load(directory, fd, size if data_size is None else data_size)
-    if loaded is None:
-        return None
-    index_fd, header = loaded
-    try:
-        assert os.path.samestat(os.fstat(index_fd), os.stat(path / INDEX_NAME))
-    finally:
-        os.close(index_fd)
-    return header
+
+    def load(path, data_size=None):
+        with opened(path) as (directory, fd, size):
+            size = size if data_size is None else data_size
+            loaded = load_with(request.param, directory, fd, size)
+        if loaded is None:
+            return None
+        index_fd, header = loaded
+        try:
+            assert os.path.samestat(os.fstat(index_fd), os.stat(path / INDEX_NAME))
+            with pytest.raises(OSError):  # open read-only
+                os.write(index_fd, b"x")
+        finally:
+            os.close(index_fd)
+        return header
+
+    return load
 
 
 def reseal(header):
@@ -209,7 +230,7 @@ def test_sample_ranges_of_the_smallest_log():
 # --- the header ------------------------------------------------------------
 
 
-def test_header_round_trip(tmp_path):
+def test_header_round_trip(tmp_path, try_load):
     path = write_database(tmp_path / "a.db")
     size = os.path.getsize(path / DATA_NAME)
     capacity = 2500  # three blocks, the last one short
@@ -237,16 +258,6 @@ def test_header_round_trip(tmp_path):
         assert _index_file.identity(directory) == loaded.identity
 
 
-def test_load_opens_the_index_read_only(indexed):
-    with opened(indexed) as (directory, fd, size):
-        index_fd, _ = _index_file.load(directory, fd, size)
-    try:
-        with pytest.raises(OSError):
-            os.write(index_fd, b"x")
-    finally:
-        os.close(index_fd)
-
-
 def test_identity_changes_with_a_new_index(indexed):
     with opened(indexed) as (directory, _, _):
         before = _index_file.identity(directory)
@@ -256,19 +267,19 @@ def test_identity_changes_with_a_new_index(indexed):
         assert _index_file.identity(directory) is None
 
 
-def test_load_accepts_a_copy_of_the_directory(indexed, tmp_path):
+def test_load_accepts_a_copy_of_the_directory(indexed, tmp_path, try_load):
     copy = tmp_path / "copy.db"
     shutil.copytree(indexed, copy, copy_function=shutil.copy2)
     assert try_load(copy) is not None
 
 
-def test_load_accepts_a_log_grown_past_covered(indexed):
+def test_load_accepts_a_log_grown_past_covered(indexed, try_load):
     with db.open_with(_kernel.load("python"), indexed, "w") as database:
         database[b"later"] = b"appended after the index"
     assert try_load(indexed).covered < os.path.getsize(indexed / DATA_NAME)
 
 
-def test_load_accepts_a_change_between_the_samples(indexed):
+def test_load_accepts_a_change_between_the_samples(indexed, try_load):
     """What the check misses (docs/FORMAT.md, "Trusting an index file"): check 4's business."""
     size = os.path.getsize(indexed / DATA_NAME)
     ranges = _index_file.sample_ranges(size)
@@ -281,17 +292,17 @@ def test_load_accepts_a_change_between_the_samples(indexed):
 # --- what load refuses -----------------------------------------------------
 
 
-def test_no_index(tmp_path):
+def test_no_index(tmp_path, try_load):
     assert try_load(write_database(tmp_path / "a.db")) is None
 
 
-def test_index_one_byte_short(indexed):
+def test_index_one_byte_short(indexed, try_load):
     index = indexed / INDEX_NAME
     index.write_bytes(index.read_bytes()[:-1])
     assert try_load(indexed) is None
 
 
-def test_index_one_byte_long(indexed):
+def test_index_one_byte_long(indexed, try_load):
     with open(indexed / INDEX_NAME, "ab") as index:
         index.write(b"\0")
     assert try_load(indexed) is None
@@ -304,7 +315,7 @@ HEADER_OFFSETS = [0, 7, 8, 12, 16, 24, 31, 32, 40, 48, 52, 56, 60, 64, 300, 575,
 
 
 @pytest.mark.parametrize("offset", HEADER_OFFSETS + [4091, 4092, 4095])
-def test_index_with_a_byte_of_its_header_changed(indexed, offset):
+def test_index_with_a_byte_of_its_header_changed(indexed, offset, try_load):
     flip_byte(indexed / INDEX_NAME, offset)
     assert try_load(indexed) is None
 
@@ -320,30 +331,30 @@ def test_index_with_a_byte_of_its_header_changed(indexed, offset):
         (60, "I", 1),  # the zero
     ],
 )
-def test_index_with_a_field_of_another_layout(indexed, offset, fmt, value):
+def test_index_with_a_field_of_another_layout(indexed, offset, fmt, value, try_load):
     write_index(indexed, with_field(make_header(indexed), offset, fmt, value))
     assert try_load(indexed) is None
 
 
-def test_index_with_too_many_keys_for_its_slots(indexed):
+def test_index_with_too_many_keys_for_its_slots(indexed, try_load):
     write_index(indexed, make_header(indexed, count=16, capacity=16), 16)
     assert try_load(indexed) is None
     write_index(indexed, make_header(indexed, count=15, capacity=16), 16)
     assert try_load(indexed) is not None
 
 
-def test_index_with_too_few_slots(indexed):
+def test_index_with_too_few_slots(indexed, try_load):
     write_index(indexed, make_header(indexed, capacity=15), 15)
     assert try_load(indexed) is None
 
 
 @pytest.mark.parametrize("capacity", [2**40, 2**63, 2**64 - 1])
-def test_index_with_a_huge_capacity(indexed, capacity):
+def test_index_with_a_huge_capacity(indexed, capacity, try_load):
     write_index(indexed, with_field(make_header(indexed), 40, "Q", capacity))
     assert try_load(indexed) is None
 
 
-def test_index_covering_more_than_the_data_file(indexed):
+def test_index_covering_more_than_the_data_file(indexed, try_load):
     size = os.path.getsize(indexed / DATA_NAME)
     assert try_load(indexed, data_size=size - 1) is None
     os.truncate(indexed / DATA_NAME, size - 1)
@@ -351,7 +362,7 @@ def test_index_covering_more_than_the_data_file(indexed):
 
 
 @pytest.mark.parametrize("covered", [0, 1, 7, HEADER_SIZE, 52, _checkpoint.START_SIZE - 1])
-def test_index_covering_less_than_the_log_start(indexed, covered):
+def test_index_covering_less_than_the_log_start(indexed, covered, try_load):
     """Less than the header and the first checkpoint (52: inside its put)."""
     assert make_header(indexed, covered=covered) is None, "no index is written for it"
     write_index(indexed, with_covered(make_header(indexed), covered, indexed))
@@ -359,13 +370,13 @@ def test_index_covering_less_than_the_log_start(indexed, covered):
 
 
 @pytest.mark.parametrize("sample", [0, 1, 15, 30, 31])
-def test_data_file_changed_in_a_sampled_range(indexed, sample):
+def test_data_file_changed_in_a_sampled_range(indexed, sample, try_load):
     offset, length = _index_file.sample_ranges(os.path.getsize(indexed / DATA_NAME))[sample]
     flip_byte(indexed / DATA_NAME, offset + length // 2)
     assert try_load(indexed) is None
 
 
-def test_data_file_changed_where_only_the_last_sample_reads(indexed):
+def test_data_file_changed_where_only_the_last_sample_reads(indexed, try_load):
     """The byte before ``covered``: the other 31 samples do not read it (the mutation that
     leaves the last sample unchecked trusts this index)."""
     size = os.path.getsize(indexed / DATA_NAME)
@@ -375,20 +386,20 @@ def test_data_file_changed_where_only_the_last_sample_reads(indexed):
     assert try_load(indexed) is None
 
 
-def test_data_file_of_another_database(indexed, tmp_path):
+def test_data_file_of_another_database(indexed, tmp_path, try_load):
     other = write_database(tmp_path / "other.db", tag=b"other ")
     shutil.copy2(other / DATA_NAME, indexed / DATA_NAME)
     assert try_load(indexed) is None
 
 
-def test_index_of_another_database(indexed, tmp_path):
+def test_index_of_another_database(indexed, tmp_path, try_load):
     other = write_database(tmp_path / "other.db", tag=b"other ")
     write_index(other)
     shutil.copy2(other / INDEX_NAME, indexed / INDEX_NAME)
     assert try_load(indexed) is None
 
 
-def test_index_of_garbage(indexed):
+def test_index_of_garbage(indexed, try_load):
     index = indexed / INDEX_NAME
     index.write_bytes(os.urandom(_index_file.file_size(16)))
     assert try_load(indexed) is None
@@ -398,7 +409,7 @@ def test_index_of_garbage(indexed):
     assert try_load(indexed) is None
 
 
-def test_index_that_is_a_directory(indexed):
+def test_index_that_is_a_directory(indexed, try_load):
     os.remove(indexed / INDEX_NAME)
     (indexed / INDEX_NAME).mkdir()
     assert try_load(indexed) is None
@@ -407,14 +418,14 @@ def test_index_that_is_a_directory(indexed):
 
 
 @posix_only
-def test_index_that_is_a_fifo_is_not_waited_for(indexed):
+def test_index_that_is_a_fifo_is_not_waited_for(indexed, try_load):
     os.remove(indexed / INDEX_NAME)
     os.mkfifo(indexed / INDEX_NAME)
     assert try_load(indexed) is None
 
 
 @posix_only
-def test_index_that_is_a_link_to_a_valid_index(indexed, tmp_path):
+def test_index_that_is_a_link_to_a_valid_index(indexed, tmp_path, try_load):
     os.replace(indexed / INDEX_NAME, tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", indexed / INDEX_NAME)
     assert try_load(indexed) is None
@@ -430,16 +441,21 @@ def test_index_that_cannot_be_opened(indexed, monkeypatch):
 
 
 def test_index_that_cannot_be_read(indexed, monkeypatch):
+    """Python's checks alone: C's read no Python function that could fail on purpose."""
+
     def fail(fd, size, offset):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(_files, "read_at", fail)
-    assert try_load(indexed) is None
+    with opened(indexed) as (directory, fd, size):
+        assert _index_file.load(directory, fd, size) is None
 
 
 def test_no_index_on_a_big_endian_machine(indexed, monkeypatch):
+    """Python's checks alone: C's ask the machine it was compiled for."""
     monkeypatch.setattr(sys, "byteorder", "big")
-    assert try_load(indexed) is None
+    with opened(indexed) as (directory, fd, size):
+        assert _index_file.load(directory, fd, size) is None
 
 
 # --- installing and removing -----------------------------------------------
@@ -456,7 +472,7 @@ def install(path, capacity=_index_file.MIN_CAPACITY, write_body=None):
 
 
 @posix_only
-def test_install_writes_an_index_with_the_data_file_permissions(tmp_path):
+def test_install_writes_an_index_with_the_data_file_permissions(tmp_path, try_load):
     path = write_database(tmp_path / "a.db")
     os.chmod(path / DATA_NAME, 0o640)
     assert install(path, capacity=3000)
@@ -465,14 +481,14 @@ def test_install_writes_an_index_with_the_data_file_permissions(tmp_path):
     assert try_load(path).capacity == 3000
 
 
-def test_install_replaces_the_old_index(indexed):
+def test_install_replaces_the_old_index(indexed, try_load):
     before = try_load(indexed)
     assert install(indexed, capacity=100)
     after = try_load(indexed)
     assert after.capacity == 100 and after.identity != before.identity
 
 
-def test_install_that_fails_keeps_the_old_index(indexed):
+def test_install_that_fails_keeps_the_old_index(indexed, try_load):
     old = (indexed / INDEX_NAME).read_bytes()
 
     def fail(out):
@@ -520,7 +536,7 @@ def test_remove(indexed):
 # --- where the index file is removed ---------------------------------------
 
 
-def test_compaction_leaves_no_stale_index(dbopen, dbpath):
+def test_compaction_leaves_no_stale_index(dbopen, dbpath, try_load):
     with dbopen(dbpath, "c") as database:
         for round_ in range(3):
             for number in range(300):
@@ -557,7 +573,9 @@ def test_compaction_removes_the_index_before_the_rename(dbopen, dbpath, monkeypa
         assert seen == [False]
 
 
-def test_compaction_that_cannot_remove_the_index_changes_nothing(dbopen, dbpath, monkeypatch):
+def test_compaction_that_cannot_remove_the_index_changes_nothing(
+    dbopen, dbpath, monkeypatch, try_load
+):
     with dbopen(dbpath, "c") as database:
         database[b"a"] = b"1"
         database[b"a"] = b"2"
@@ -612,7 +630,7 @@ def test_c_and_w_keep_the_index(dbopen, dbpath):
         assert (dbpath / INDEX_NAME).read_bytes() == index
 
 
-def test_writer_removes_a_leftover_new_index(dbopen, dbpath):
+def test_writer_removes_a_leftover_new_index(dbopen, dbpath, try_load):
     write_database(dbpath)
     write_header_index(dbpath)
     leftover = dbpath / INDEX_TEMP_NAME

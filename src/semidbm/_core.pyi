@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from typing_extensions import disjoint_base
 
+from . import _index_file
 from ._interface import Store as _Store
 from ._interface import summarize_log as summarize_log
 from ._types import Data
@@ -50,3 +51,6 @@ class IndexFileBody:
 def _format_constants() -> dict[str, int]: ...
 def _crc32(data: bytes, crc: int = 0, way: str = "chosen") -> int: ...
 def _crc32_hardware() -> str | None: ...
+def _index_file_load(
+    directory_fd: int, data_fd: int, data_size: int
+) -> tuple[int, _index_file.Header] | None: ...

@@ -93,6 +93,8 @@ include "_core_pieces/replay.pxi"
 include "_core_pieces/summary.pxi"
 # Zero-copy reads: the data file's map as an object, the buffer a view exports.
 include "_core_pieces/views.pxi"
+# Whether to trust an index file: the checks an open and a refresh make, in C.
+include "_core_pieces/trust.pxi"
 # The Store's use of the index file: map, check, drop, switch, write.
 include "_core_pieces/keys.pxi"
 # Parts of the keys (keys, values or items), listed from the slot ranges that hold
@@ -318,6 +320,7 @@ cdef class Store:
         or None.
         """
         cdef object torn_tail = None
+        cdef IndexHeader header
         cdef object info = os.fstat(self.fd)
         cdef uint64_t size = info.st_size
         if self.writable:
@@ -331,9 +334,9 @@ cdef class Store:
         keys_forget(self)
         self.log.disk_end = size
         if self.directory_fd >= 0 and semidbm_name_missing(self.directory_fd, INDEX_FILE_NAME):
-            keys_attach(self, None)  # no index file: nothing to check, or for a writer to remove
+            keys_attach(self, -1, &header)  # no index file: nothing to check, or to remove
         else:
-            keys_attach(self, _index_file.load(self.directory, self.fd, size, self.writable))
+            keys_attach(self, index_file_load(self, size, self.writable, &header), &header)
         self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:

@@ -5,7 +5,8 @@
 (docs/FORMAT.md, "The index file"). This module does everything with it
 but the table itself: it encodes the header (:func:`encode_header`),
 makes the checks 1 and 2 of "Trusting an index file" that decide whether an
-open uses the file at all (:func:`load`), installs a new file in place
+open uses the file at all (:func:`load`; the compiled kernel makes them in C,
+``_core_pieces/trust.pxi``, but on Windows), installs a new file in place
 of the old one (:func:`install`) and removes it before the log it
 describes is replaced (:func:`remove`), or when a writer refuses it
 (:func:`load`). The compiled kernel writes the
@@ -189,11 +190,17 @@ def load(directory, data_fd, data_size, writer=False):
     """
     found = _open_trusted(directory, data_fd, data_size)
     if found is None and writer:
-        try:
-            remove(directory)
-        except OSError:
-            pass
+        remove_quietly(directory)
     return found
+
+
+def remove_quietly(directory):
+    """A writer's removal of an index file that it refused (or of none): an error is no matter,
+    the index file is a cache (:func:`load`; the compiled kernel's checks in C call it too)."""
+    try:
+        remove(directory)
+    except OSError:
+        pass
 
 
 def remove_refused(directory, data_fd, data_size):

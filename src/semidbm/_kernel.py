@@ -12,11 +12,18 @@ import os
 
 #: Kernel module for each implementation name.
 MODULES = {"cython": "semidbm._core", "python": "semidbm._pure"}
+#: Each kernel module :func:`load` imported, by name: a pickled handle loads its kernel
+#: again in every process it reaches, and the import system's own look-up of a module it
+#: holds runs many times the Python (and in a process just forked, touches many pages).
+_LOADED = {}
 
 
 def load(name):
     """Import and return the kernel module called ``name`` ("cython" or "python")."""
-    return importlib.import_module(MODULES[name])
+    kernel = _LOADED.get(name)
+    if kernel is None:
+        kernel = _LOADED[name] = importlib.import_module(MODULES[name])
+    return kernel
 
 
 def name_of(kernel):

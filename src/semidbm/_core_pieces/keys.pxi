@@ -35,10 +35,11 @@ cdef void keys_forget(Store store) noexcept:
     store.index_written = 0
 
 
-cdef int keys_attach(Store store, object found) except -1:
-    """Map the index file ``_index_file.load`` found (and checked), as ``(fd, header)``.
+cdef int keys_attach(Store store, int fd, IndexHeader* header) except -1:
+    """Map the trusted index file open as ``fd`` (``index_file_load``), which ``header``
+    describes, and close ``fd``.
 
-    Without one (None, or one that cannot be mapped) there is no
+    Without one (``fd`` -1, or one that cannot be mapped) there is no
     base, and the key hash gets a new seed, which the next index
     file keeps. The caller has forgotten the keys (``keys_forget``).
     """
@@ -46,19 +47,18 @@ cdef int keys_attach(Store store, object found) except -1:
     cdef int error = 0
     cdef size_t size
     cdef Base* base = &store.index.base
-    if found is None:
+    if fd < 0:
         store.index.seed = random_seed()
         return 0
-    fd, header = found
-    size = _index_file.file_size(header.capacity)
+    size = index_file_size(header.capacity)
     try:
         mapped = semidbm_map(fd, size, &error)
     finally:
-        os.close(fd)
+        semidbm_close(fd)
     if mapped == NULL:  # no room to map it: do without
         store.index.seed = random_seed()
         return 0
-    base.verified = <uint8_t*>calloc(_index_file.blocks(header.capacity) or 1, 1)
+    base.verified = <uint8_t*>calloc(index_blocks(header.capacity) or 1, 1)
     if base.verified == NULL:
         semidbm_unmap(mapped, size)
         raise MemoryError("cannot allocate the index's checks")
@@ -72,7 +72,7 @@ cdef int keys_attach(Store store, object found) except -1:
     base.seed = header.seed
     store.index.seed = header.seed
     store.index.table.version += 1
-    store.index_identity = header.identity
+    store.index_identity = index_identity(header)
     store.index_written = header.covered
     return 0
 
@@ -263,17 +263,19 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     are complete, so they are replayed through the mapping.
     """
     cdef uint64_t end = store.log.disk_end
+    cdef IndexHeader header
+    cdef int fd
     identity = _index_file.identity(store.directory)
     if identity is None or identity == store.index_identity:
         return 0
-    found = _index_file.load(store.directory, store.fd, size)
-    if found is None or found[1].covered <= store.index.base.covered:
-        if found is not None:
-            os.close(found[0])
+    fd = index_file_load(store, size, False, &header)
+    if fd < 0 or header.covered <= store.index.base.covered:
+        if fd >= 0:
+            semidbm_close(fd)
         store.index_identity = identity  # not worth a look again until it changes
         return 0
     keys_forget(store)
-    keys_attach(store, found)
+    keys_attach(store, fd, &header)
     if store.index.base.covered > end:
         store.map_file(store.index.base.covered)
         end = store.index.base.covered

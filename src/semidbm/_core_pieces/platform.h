@@ -46,6 +46,16 @@
  * semidbm_name_missing says whether nothing at all is named name in an
  * open directory (1; 0 if something is, a dangling symbolic link too, or
  * if it cannot tell): an open that would fail costs Python an exception.
+ *
+ * For the index file's checks in C (trust.pxi): semidbm_open_index opens
+ * a file named in an open directory read-only, never through a symbolic
+ * link, without waiting should it be a FIFO, and closed at exec (the
+ * descriptor, or -1 with errno set); semidbm_file_info finds an open
+ * file's identity, size, modification time and whether it is a regular
+ * file (0, or an errno); semidbm_read_at reads size bytes at offset,
+ * fewer only where the file ends (the count, or -1 with errno set). An
+ * interrupted call is made again. Windows has none of them (ENOSYS): there
+ * the checks run in Python.
  */
 #ifndef SEMIDBM_PLATFORM_H
 #define SEMIDBM_PLATFORM_H
@@ -66,6 +76,18 @@ typedef struct {
     uint32_t unused[7];
     unsigned char mutex[64];   /* mutex turns: a process-shared, robust pthread mutex */
 } semidbm_turns;
+
+/* What semidbm_file_info finds of an open file: the identity and size
+ * that _index_file.Header.identity holds (st_mtime_ns is the two times
+ * together), and whether it is a regular file. */
+typedef struct {
+    uint64_t device;
+    uint64_t inode;
+    uint64_t size;
+    int64_t mtime_seconds;
+    int64_t mtime_nanoseconds;
+    int regular;
+} semidbm_info;
 
 #define SEMIDBM_TURNS_SIZE 128
 #define SEMIDBM_HOLDER_DIED (-1)
@@ -197,6 +219,31 @@ static int semidbm_file_end(int fd, uint64_t *size)
     (void)fd;
     (void)size;
     return ENOSYS;
+}
+
+static int semidbm_open_index(int directory, const char *name)
+{
+    (void)directory;
+    (void)name;
+    errno = ENOSYS;
+    return -1;
+}
+
+static int semidbm_file_info(int fd, semidbm_info *info)
+{
+    (void)fd;
+    (void)info;
+    return ENOSYS;
+}
+
+static ptrdiff_t semidbm_read_at(int fd, char *data, size_t size, uint64_t offset)
+{
+    (void)fd;
+    (void)data;
+    (void)size;
+    (void)offset;
+    errno = ENOSYS;
+    return -1;
 }
 
 static int64_t semidbm_clock_ns(void)
@@ -341,6 +388,51 @@ static int64_t semidbm_clock_ns(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+static int semidbm_open_index(int directory, const char *name)
+{
+    int fd;
+    do
+        fd = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+static int semidbm_file_info(int fd, semidbm_info *info)
+{
+    struct stat found;
+    if (fstat(fd, &found) != 0)
+        return errno;
+    info->device = (uint64_t)found.st_dev;
+    info->inode = (uint64_t)found.st_ino;
+    info->size = (uint64_t)found.st_size;
+#ifdef __APPLE__
+    info->mtime_seconds = (int64_t)found.st_mtimespec.tv_sec;
+    info->mtime_nanoseconds = (int64_t)found.st_mtimespec.tv_nsec;
+#else
+    info->mtime_seconds = (int64_t)found.st_mtim.tv_sec;
+    info->mtime_nanoseconds = (int64_t)found.st_mtim.tv_nsec;
+#endif
+    info->regular = S_ISREG(found.st_mode) != 0;
+    return 0;
+}
+
+static ptrdiff_t semidbm_read_at(int fd, char *data, size_t size, uint64_t offset)
+{
+    size_t done = 0;
+    while (done < size) {
+        ssize_t part = pread(fd, data + done, size - done, (off_t)(offset + done));
+        if (part < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (part == 0)
+            break;
+        done += (size_t)part;
+    }
+    return (ptrdiff_t)done;
 }
 
 #endif

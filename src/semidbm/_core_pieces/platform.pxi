@@ -45,6 +45,16 @@ cdef extern from "_core_pieces/platform.h":
     enum: SEMIDBM_HOLDER_DIED
     int semidbm_file_end(int fd, uint64_t* size)
     bint semidbm_name_missing(int directory, const char* name)
+    ctypedef struct semidbm_info:
+        uint64_t device
+        uint64_t inode
+        uint64_t size
+        int64_t mtime_seconds
+        int64_t mtime_nanoseconds
+        int regular
+    int semidbm_open_index(int directory, const char* name)
+    int semidbm_file_info(int fd, semidbm_info* info)
+    ptrdiff_t semidbm_read_at(int fd, char* data, size_t size, uint64_t offset)
     enum: SEMIDBM_MAP_BEYOND_EOF
 
 semidbm_crc32_init()
