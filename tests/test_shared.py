@@ -533,6 +533,32 @@ def test_single_operations_take_their_whole_turn_in_c_in_the_usual_case(
     assert contents(kernel, dbpath) == {b"b": b"2"}
 
 
+def test_a_put_after_other_writers_puts_of_its_key_is_the_one_that_counts(
+    kernel, dbopen, dbpath, python_turns
+):
+    """A put's turn in C appends its record and replays the records other writers appended
+    before it after the turn, then indexes its own (turns.pxi, ``keys_catch_up``).
+
+    Caught if the put is indexed before that replay (the older records
+    then win), or if the replay stops short of them.
+    """
+    with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
+        del python_turns[:]
+        for number in range(3):
+            first[b"k"] = b"first's %d" % number
+            second[b"k"] = b"second's %d" % number  # after first's put of k
+            assert second[b"k"] == b"second's %d" % number
+            first[b"n"] = b"%d" % number  # after second's put of k
+            assert first[b"k"] == b"second's %d" % number
+            if number:  # second's turn caught up with first's put of n before
+                assert second[b"n"] == b"%d" % (number - 1)
+        assert len(python_turns) == (0 if in_c(kernel) else 9)
+        second.refresh()
+        expected = {b"k": b"second's 2", b"n": b"2"}
+        assert dict(first.items()) == dict(second.items()) == expected
+    assert contents(kernel, dbpath) == expected
+
+
 def test_bulk_calls_take_their_whole_turn_in_c_in_the_usual_case(
     kernel, dbopen, dbpath, python_turns
 ):
