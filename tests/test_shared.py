@@ -536,11 +536,11 @@ def test_single_operations_take_their_whole_turn_in_c_in_the_usual_case(
 def test_a_put_after_other_writers_puts_of_its_key_is_the_one_that_counts(
     kernel, dbopen, dbpath, python_turns
 ):
-    """A put's turn in C appends its record and replays the records other writers appended
-    before it after the turn, then indexes its own (turns.pxi, ``keys_catch_up``).
+    """Each put's turn in C takes in the records other writers appended before it, in the
+    log's order, then its own: an older record of the same key never wins.
 
-    Caught if the put is indexed before that replay (the older records
-    then win), or if the replay stops short of them.
+    Caught by a turn that indexes its put before replaying the others'
+    records (tried once, to shorten the turn), or that stops short of them.
     """
     with dbopen(dbpath, "cm") as first, dbopen(dbpath, "wm") as second:
         del python_turns[:]

@@ -197,11 +197,6 @@ cdef class Store:
     cdef int turns_in_use
     cdef uint64_t replacements_seen
     cdef bint replacements_known
-    # A turn in C whose catching up waits for its end (turn_follow, keys_catch_up): the
-    # records from replay_from to replay_to are other writers' not yet replayed.
-    cdef bint replay_deferred
-    cdef uint64_t replay_from
-    cdef uint64_t replay_to
     # The open database directory's descriptor (_files.Directory.fd), or -1.
     cdef int directory_fd
 
@@ -1369,54 +1364,23 @@ cdef class Store:
     cdef int shared_put(self, object key, object value) except -1:
         """A shared writer's ``self[key] = value``: its whole turn in C (``turns.pxi``).
 
-        Where the last turn was taken in C, this one holds little but the
-        append: the records other writers appended since this writer's
-        last turn are replayed after it, and then the put indexed
-        (``turn_follow``'s deferral, ``keys_catch_up``), so the other
-        writers wait less. The key and value are borrowed before the turn:
-        no Python code runs in it. (The empty key with the empty value
-        catches up first: its seal is chosen against the keys.) If the
-        turn cannot be taken in C, or catching up meets anything unusual,
-        it is taken in Python: ``_put_in_turn`` (``_shared.py``).
+        If the turn cannot be taken in C, or catching up meets anything
+        unusual, it is taken in Python: ``_put_in_turn`` (``_shared.py``).
         """
-        cdef Borrowed borrowed_key, borrowed_value
-        cdef object lock
-        cdef uint64_t offset = 0
-        borrow(key, &borrowed_key, "keys")
+        cdef object lock = turn_begin(self)
+        if lock is None:
+            self._put_in_turn(key, value)
+            return 0
         try:
-            borrow(value, &borrowed_value, "values")
-            try:
-                if borrowed_key.size > MAX_LENGTH:
-                    raise ValueError(TOO_LONG % "keys")
-                if borrowed_value.size > MAX_LENGTH:
-                    raise ValueError(TOO_LONG % "values")
-                lock = turn_begin(self, borrowed_key.size or borrowed_value.size)
-                if lock is None:
-                    self._put_in_turn(key, value)
-                elif not self.replay_deferred:
-                    try:
-                        self.put(key, value)
-                    finally:
-                        turn_end(self, lock)
-                else:
-                    try:
-                        try:
-                            offset = self.append(borrowed_key.data, borrowed_key.size,
-                                                 borrowed_value.data, borrowed_value.size)
-                        finally:
-                            turn_end(self, lock)
-                    finally:
-                        keys_catch_up(self, borrowed_key.data, borrowed_key.size, offset)
-            finally:
-                give_back(&borrowed_value)
+            self.put(key, value)
         finally:
-            give_back(&borrowed_key)
+            turn_end(self, lock)
         return 0
 
     @cython.final
     cdef int shared_delete(self, object key) except -1:
         """A shared writer's ``del self[key]``: as ``shared_put``, else ``_delete_in_turn``."""
-        cdef object lock = turn_begin(self, False)
+        cdef object lock = turn_begin(self)
         if lock is None:
             self._delete_in_turn(key)
             return 0
@@ -1432,7 +1396,7 @@ cdef class Store:
         Code that the call runs (an iterator's) runs in the turn, as in
         a turn taken in Python.
         """
-        cdef object lock = turn_begin(self, False)
+        cdef object lock = turn_begin(self)
         if lock is None:
             return self._update_in_turn(other, **kwds)
         try:
@@ -1442,7 +1406,7 @@ cdef class Store:
 
     def _shared_delete_many(self, keys):
         """A shared writer's ``delete_many``: as ``shared_put``, else ``_delete_many_in_turn``."""
-        cdef object lock = turn_begin(self, False)
+        cdef object lock = turn_begin(self)
         if lock is None:
             return self._delete_many_in_turn(keys)
         try:

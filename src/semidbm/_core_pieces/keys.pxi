@@ -33,7 +33,6 @@ cdef void keys_forget(Store store) noexcept:
     base_clear(&store.index.base)
     store.index_identity = None
     store.index_written = 0
-    store.replay_deferred = False  # the keys are found again from the log
 
 
 cdef int keys_attach(Store store, int fd, IndexHeader* header) except -1:

@@ -117,7 +117,7 @@ cdef enum:
 cdef bytes DATA_FILE_NAME = os.fsencode(_DATA_NAME)
 
 
-cdef object turn_begin(Store store, bint defer):
+cdef object turn_begin(Store store):
     """Begin a turn of the shared writer ``store`` in C: its ``SharedLock``, or None.
 
     None, with the turn not taken, if the store is not open and ready
@@ -125,8 +125,7 @@ cdef object turn_begin(Store store, bint defer):
     operation in a batch or a ``locked()`` block only counts in that
     turn), another writer holds the turn, or catching up meets anything
     unusual (``turn_follow``). The caller then takes the turn in Python,
-    which handles all of these. With ``defer``, catching up may be left
-    for after the turn (``turn_follow``). Like ``SharedLock.enter``, the turn is
+    which handles all of these. Like ``SharedLock.enter``, the turn is
     this thread's, of depth 1, while it lasts: anything this thread runs
     in it (a finalizer, say) only counts in it.
 
@@ -212,7 +211,7 @@ cdef object turn_begin(Store store, bint defer):
         # (EDEADLK) to wait for the turn this thread holds: a bulk call's iterator may
         # write through one, and so may a finalizer that a single put runs.
         (<dict>store.turns_held)[slot_object(lock, slots.turn_key)] = store.turn_owner
-        if turn_follow(store, turn_fd, defer):
+        if turn_follow(store, turn_fd):
             return lock
     except BaseException:  # the store is closed: the error ends the turn, as in Python
         turn_release(store, lock)
@@ -244,7 +243,7 @@ cdef int turn_spin(volatile semidbm_turns* turns) noexcept nogil:
     return taken
 
 
-cdef bint turn_follow(Store store, int turn_fd, bint defer) except -1:
+cdef bint turn_follow(Store store, int turn_fd) except -1:
     """Catch up as ``Store._follow`` does, in the usual cases; False in the others.
 
     True: ``data`` is still the file open here, and holds nothing new,
@@ -262,13 +261,6 @@ cdef bint turn_follow(Store store, int turn_fd, bint defer) except -1:
     writers"). The file's end then comes from ``lock.write`` where the
     last turn was taken in C and published it, else from the open file,
     for a tenth of a stat's cost.
-
-    With ``defer``, where the end comes from ``lock.write`` (so the last
-    turn, taken in C, ended there, after complete records), and what
-    other writers appended since is not more than a replay in this
-    thread takes on, nothing is replayed yet: the log's end is set to
-    that end, and ``keys_catch_up`` replays the records before it after
-    the turn (the caller's turn appends without reading the keys).
     """
     cdef uint64_t device, inode, size, count
     cdef volatile semidbm_turns* turns = store.turns
@@ -276,12 +268,6 @@ cdef bint turn_follow(Store store, int turn_fd, bint defer) except -1:
     if store.replacements_known and count == store.replacements_seen:
         if store.mutex_turns and turns.end_known and turns.end_replacements == count:
             size = turns.end
-            if defer and store.log.disk_end <= size < store.log.disk_end + THREADED_REPLAY_MIN:
-                store.replay_from = store.log.disk_end
-                store.replay_to = size
-                store.replay_deferred = True
-                store.log.disk_end = size
-                return True
         elif semidbm_file_end(store.fd, &size):
             return False
     else:
@@ -357,42 +343,4 @@ cdef int turn_unmark(Store store, object lock, bint release) except -1:
     finally:
         if release:
             lock._mutex.release()
-    return 0
-
-
-cdef int keys_catch_up(Store store, const char* key, Py_ssize_t key_size,
-                       uint64_t offset) except -1:
-    """After a turn in which ``turn_follow`` deferred catching up: replay the records other
-    writers appended before the turn's, then index the turn's put of ``key`` at ``offset``
-    (none if ``offset`` is 0: the append failed).
-
-    The GIL is held from the turn's start to here, with no Python code
-    run: no other thread of the process sees the keys between. A reload
-    (a failed write cut back) found every key again, and a closed store
-    has none: nothing is left to do then. A record that does not replay
-    (the log changed under the writers) reloads the keys; an error
-    closes the store, as a replay in the turn does.
-    """
-    cdef uint64_t end = store.log.disk_end
-    cdef uint64_t start = store.replay_from
-    if not store.replay_deferred:
-        return 0
-    store.replay_deferred = False
-    if store.fd < 0:
-        return 0
-    if start != store.replay_to:  # other writers appended: a writer alone skips the replay
-        store.log.disk_end = start
-        if store.replay_tail(store.replay_to) != store.replay_to:
-            store.reload(False)
-            return 0
-        store.log.disk_end = end
-    if offset:
-        try:
-            table_reserve(&store.index.table)
-            if index_put(&store.index, hash_key(store.index.seed, key, key_size),
-                         offset) == DAMAGED:
-                keys_drop(store)  # whose replay applies this record too
-        except BaseException:
-            store.release()
-            raise
     return 0
