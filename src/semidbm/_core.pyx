@@ -334,9 +334,9 @@ cdef class Store:
         keys_forget(self)
         self.log.disk_end = size
         if self.directory_fd >= 0 and semidbm_name_missing(self.directory_fd, INDEX_FILE_NAME):
-            keys_attach(self, -1, &header)  # no index file: nothing to check, or to remove
+            keys_attach(self, &header, None)  # no index file: nothing to check, or to remove
         else:
-            keys_attach(self, index_file_load(self, size, self.writable, &header), &header)
+            keys_attach(self, &header, index_file_load(self, size, self.writable, &header))
         self.log.disk_end = keys_replay_log(self, size)
         if self.log.disk_end < size and not (writer_active is not None and writer_active()):
             if self.index.base.map != NULL:

@@ -35,26 +35,31 @@ cdef void keys_forget(Store store) noexcept:
     store.index_written = 0
 
 
-cdef int keys_attach(Store store, int fd, IndexHeader* header) except -1:
-    """Map the trusted index file open as ``fd`` (``index_file_load``), which ``header``
-    describes, and close ``fd``.
+cdef int keys_attach(Store store, IndexHeader* header, object identity) except -1:
+    """Map the trusted index file that ``header`` describes, open as ``header.fd``
+    (``index_file_load``, which gave its ``identity``), and close ``header.fd``.
 
-    Without one (``fd`` -1, or one that cannot be mapped) there is no
-    base, and the key hash gets a new seed, which the next index
-    file keeps. The caller has forgotten the keys (``keys_forget``).
+    Without one (``identity`` None), or one that cannot be mapped (no
+    room, or larger than this machine's addresses reach), there is no
+    base, and the key hash gets a new seed, which the next index file
+    keeps. The caller has forgotten the keys (``keys_forget``).
     """
     cdef const char* mapped
     cdef int error = 0
     cdef size_t size
     cdef Base* base = &store.index.base
-    if fd < 0:
+    if identity is None:
+        store.index.seed = random_seed()
+        return 0
+    if index_file_size(header.capacity) > <uint64_t>PY_SSIZE_T_MAX:
+        semidbm_close(header.fd)
         store.index.seed = random_seed()
         return 0
     size = index_file_size(header.capacity)
     try:
-        mapped = semidbm_map(fd, size, &error)
+        mapped = semidbm_map(header.fd, size, &error)
     finally:
-        semidbm_close(fd)
+        semidbm_close(header.fd)
     if mapped == NULL:  # no room to map it: do without
         store.index.seed = random_seed()
         return 0
@@ -72,7 +77,7 @@ cdef int keys_attach(Store store, int fd, IndexHeader* header) except -1:
     base.seed = header.seed
     store.index.seed = header.seed
     store.index.table.version += 1
-    store.index_identity = index_identity(header)
+    store.index_identity = identity
     store.index_written = header.covered
     return 0
 
@@ -264,18 +269,17 @@ cdef int keys_switch(Store store, uint64_t size) except -1:
     """
     cdef uint64_t end = store.log.disk_end
     cdef IndexHeader header
-    cdef int fd
     identity = _index_file.identity(store.directory)
     if identity is None or identity == store.index_identity:
         return 0
-    fd = index_file_load(store, size, False, &header)
-    if fd < 0 or header.covered <= store.index.base.covered:
-        if fd >= 0:
-            semidbm_close(fd)
+    trusted = index_file_load(store, size, False, &header)
+    if trusted is None or header.covered <= store.index.base.covered:
+        if trusted is not None:
+            semidbm_close(header.fd)
         store.index_identity = identity  # not worth a look again until it changes
         return 0
     keys_forget(store)
-    keys_attach(store, fd, &header)
+    keys_attach(store, &header, trusted)
     if store.index.base.covered > end:
         store.map_file(store.index.base.covered)
         end = store.index.base.covered

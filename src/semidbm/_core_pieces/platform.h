@@ -87,6 +87,7 @@ typedef struct {
     int64_t mtime_seconds;
     int64_t mtime_nanoseconds;
     int regular;
+    int device_signed; /* dev_t is signed here (macOS): Python's st_dev may be negative */
 } semidbm_info;
 
 #define SEMIDBM_TURNS_SIZE 128
@@ -415,6 +416,7 @@ static int semidbm_file_info(int fd, semidbm_info *info)
     info->mtime_nanoseconds = (int64_t)found.st_mtim.tv_nsec;
 #endif
     info->regular = S_ISREG(found.st_mode) != 0;
+    info->device_signed = (dev_t)-1 < 0;
     return 0;
 }
 

@@ -52,6 +52,7 @@ cdef extern from "_core_pieces/platform.h":
         int64_t mtime_seconds
         int64_t mtime_nanoseconds
         int regular
+        int device_signed
     int semidbm_open_index(int directory, const char* name)
     int semidbm_file_info(int fd, semidbm_info* info)
     ptrdiff_t semidbm_read_at(int fd, char* data, size_t size, uint64_t offset)

@@ -11,6 +11,7 @@
 
 cdef extern from "Python.h":
     enum: PY_LITTLE_ENDIAN
+    const Py_ssize_t PY_SSIZE_T_MAX
 
 from libc.errno cimport ENOSYS
 from libc.stdint cimport UINT64_MAX
@@ -50,8 +51,9 @@ assert max(EDGE_SAMPLE, MIDDLE_SAMPLE, CHECKPOINT_MAX_SIZE) <= INDEX_HEADER_SIZE
 
 
 cdef struct IndexHeader:
-    # What a trusted index file's header says (_index_file.Header), and the
-    # file's identity and size when it was checked.
+    # A trusted index file, open read-only; what its header says
+    # (_index_file.Header); its identity and size when it was checked.
+    int fd
     uint64_t seed
     uint64_t covered
     uint64_t keys
@@ -224,12 +226,13 @@ cdef bint samples_trusted(int data_fd, const char* raw, uint64_t covered) noexce
     return True
 
 
-cdef int index_file_load(Store store, uint64_t data_size, bint writer,
-                         IndexHeader* header) except -2:
-    """``_index_file.load`` for ``store``: the index file's descriptor (``header`` filled in),
-    or -1 if none is to be trusted, which a ``writer`` then removes (as there).
+cdef object index_file_load(Store store, uint64_t data_size, bint writer, IndexHeader* header):
+    """``_index_file.load`` for ``store``: the identity of the index file to trust
+    (``_index_file.Header.identity``), its descriptor in ``header.fd`` and ``header`` filled
+    in; or None if none is to be trusted, which a ``writer`` then removes (as there).
 
-    In Python where C cannot make the checks (Windows).
+    In Python where C cannot make the checks (Windows): the identity is
+    then Python's own, whatever its integers' size.
     """
     cdef int fd = TRUST_IN_PYTHON
     if store.directory_fd >= 0:
@@ -237,19 +240,27 @@ cdef int index_file_load(Store store, uint64_t data_size, bint writer,
     if fd == TRUST_IN_PYTHON:
         found = _index_file.load(store.directory, store.fd, data_size, writer)
         if found is None:
-            return -1
-        header.seed, header.covered, header.keys, header.capacity, identity = found[1]
-        header.info.device, header.info.inode, header.info.size, mtime = identity
-        header.info.mtime_seconds, header.info.mtime_nanoseconds = divmod(mtime, 1000000000)
-        return found[0]
-    if fd < 0 and writer:
-        _index_file.remove_quietly(store.directory)
-    return fd
+            return None
+        header.fd = found[0]
+        try:
+            header.seed, header.covered, header.keys, header.capacity, identity = found[1]
+        except BaseException:
+            os.close(found[0])
+            raise
+        return identity
+    if fd < 0:
+        if writer:
+            _index_file.remove_quietly(store.directory)
+        return None
+    header.fd = fd
+    return index_identity(header)
 
 
 cdef tuple index_identity(IndexHeader* header):
-    """``_index_file.Header.identity`` of the index file ``header`` describes."""
-    return (header.info.device, header.info.inode, header.info.size,
+    """``_index_file.Header.identity`` of the index file that ``index_file_trusted`` checked:
+    ``st_dev`` signed where the system's ``dev_t`` is, as Python gives it."""
+    return (<int64_t>header.info.device if header.info.device_signed else header.info.device,
+            header.info.inode, header.info.size,
             header.info.mtime_seconds * 1000000000 + header.info.mtime_nanoseconds)
 
 
