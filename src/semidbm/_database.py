@@ -658,6 +658,7 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             semidbm.error: the database is closed, read-only, or of a
                 format before 2.1 (the message says how to upgrade it).
 
+        >>> import time
         >>> with semidbm.open("sessions.db", "c", format=2) as db:
         ...     db.set(b"token", b"abc", expire=3600)
         ...     db.set(b"old", b"xyz", expire=0.001)

@@ -187,6 +187,15 @@ EXPIRY_NOT_KEPT = (
     "%s holds values that expire, which format 1.1 cannot hold: compact it to format 1 "
     "once they have expired, or delete them first"
 )
+#: A ``semidbm.Cache`` opened with the flag ``'r'``.
+CACHE_READ_ONLY = "a semidbm.Cache writes what it keeps: open it with 'c', 'w', 'cm' or 'wm'"
+#: ``Cache(size_limit=)`` that is not an int of 0 or more (the value).
+CACHE_SIZE_LIMIT = "size_limit must be a number of bytes, an int of 0 or more, not %r"
+#: An argument of a memoized call of a type ``cache.encode_argument`` does not take.
+CACHE_ARGUMENT = (
+    "memoize keys a call by its arguments' values, which may be None, bool, int, float, "
+    "str, bytes, and tuples, lists, dicts and sets of them; not %s"
+)
 #: ``expire=`` of another type than int or float (the type's name).
 EXPIRE_TYPE = "expire must be a number of seconds (int or float), not %s"
 #: ``expire=`` that is not a finite number of seconds above 0 (the number).
