@@ -239,8 +239,8 @@ def test_a_reader_of_format_2_0_refuses_an_expiry_record(dbopen, dbpath):
 
 
 def test_a_cut_expiring_batch_is_a_torn_tail(dbopen, dbpath, clock):
-    """Mutation caught: ``_records._body_record_end`` refusing an expiry record, which reads
-    the cut write as damage inside the log (DBMLoadError)."""
+    """The put is whole in both cuts: a writer of the put and its expiry as records of their
+    own, outside a batch (the mutation this catches), would leave it, never to expire."""
     whole = expiring(b"k", b"v" * 10, START + 5000)
     dbpath.mkdir()
     for cut in (len(whole) - 1, len(whole) - 10):

@@ -457,9 +457,11 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 of the old file copied so far; an exception it raises
                 abandons the compaction and leaves the database as it was.
             format: the major format of the new file: ``2`` upgrades a
-                database to format 2.0, which has :meth:`batch` (semidbm
-                0.5.1 then refuses to open it); ``1`` turns one back into
-                0.5.1's format 1.1. None (the default) keeps the format.
+                database to format 2.1, which has :meth:`batch` and
+                values that expire (semidbm 0.5.1 then refuses to open
+                it); ``1`` turns one back into 0.5.1's format 1.1 (refused
+                while a value that expires has not expired yet). None
+                (the default) keeps the major format, and writes 2.0 as 2.1.
             recover: leave damaged records out instead of refusing: the
                 key of each is then gone from the database (its older
                 values were overwritten, and are not brought back).

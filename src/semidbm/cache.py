@@ -31,7 +31,7 @@ from .format import BATCH_FORMAT, DATA_NAME, DELETED, EXPIRY_VERSION, HEADER_SIZ
 if TYPE_CHECKING:
     from _typeshed import StrOrBytesPath
 
-    from ._types import Data
+    from ._types import Data, Flag, GnuFlag
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: The pickle protocol of stored values: 5, which every Python semidbm runs on reads.
@@ -85,7 +85,7 @@ class Cache:
     def __init__(
         self,
         path: StrOrBytesPath | Database,
-        flag: str = "c",
+        flag: Flag | GnuFlag = "c",
         *,
         expire: float | None = None,
         size_limit: int | None = None,
@@ -98,8 +98,7 @@ class Cache:
         ):
             raise ValueError(_messages.CACHE_SIZE_LIMIT % (size_limit,))
         self.database: Database = (
-            path if isinstance(path, Database) else db.open(path, flag, format=BATCH_FORMAT,
-                                                            **options))
+            path if isinstance(path, Database) else db.open(path, flag, format=2, **options))
         self.expire = expire
         self.size_limit = size_limit
         #: Lookups (``get``, ``[]``, ``memoize``) that found a value, and that did not.
