@@ -116,6 +116,21 @@ def test_reopened_refreshed_and_compacted_the_expiry_holds(dbopen, dbpath, clock
         assert list(database.keys()) == [b"kept"]
 
 
+def test_a_reader_that_met_no_expiry_record_finds_one_at_refresh(dbopen, dbpath, clock):
+    """Mutation caught: a replay of new records (a refresh, a shared writer's catch-up) that
+    does not tell reads to look for expiry records from then on."""
+    with dbopen(dbpath, "c", format=2) as writer:
+        writer[b"plain"] = b"1"
+        writer.sync()
+        with dbopen(dbpath, "r") as reader:
+            writer.set(b"k", b"v", expire=1)
+            writer.sync()
+            reader.refresh()
+            assert reader[b"k"] == b"v"
+            clock[0] += 1000
+            assert b"k" not in reader and reader[b"plain"] == b"1"
+
+
 def test_the_kernels_write_the_same_bytes(tmp_path, clock):
     """Sets, then a compaction that keeps one value, drops one and copies a plain one."""
     from semidbm import _kernel, db

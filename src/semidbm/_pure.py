@@ -75,12 +75,14 @@ def replay_log(data, index, position, path, version, base=0):
     ``data`` holds the file from offset ``base`` on (the whole file when
     0); offsets, in and out, are the file's. The index maps each live key
     to the offset and length of its value. Returns the offset where
-    parsing stopped: the end of ``data``, or the start of an incomplete
-    last record. Impossible lengths raise DBMLoadError (``_records.walk``).
+    parsing stopped (the end of ``data``, or the start of an incomplete
+    last record), and whether an expiry record was among the records.
+    Impossible lengths raise DBMLoadError (``_records.walk``).
     ``version`` is the file's: from 2.0, with batch records; from 2.1,
     with expiry records, which a read finds after their put (``Store._expired``).
     """
     stop = position - base
+    expiring = False
     records = walk(data, stop, path, base, batches=version[0] >= BATCH_FORMAT,
                    expirable=version >= EXPIRY_VERSION)
     for _, key, value_start, value_length, record_end in records:
@@ -88,8 +90,10 @@ def replay_log(data, index, position, path, version, base=0):
             index[key] = (base + value_start, value_length)
         elif value_length == DELETED:
             index.pop(key, None)
+        else:
+            expiring = True
         stop = record_end
-    return base + stop
+    return base + stop, expiring
 
 
 def map_file(fd, path):
@@ -103,8 +107,8 @@ def map_file(fd, path):
 def load_index(fd, path):
     """Check the header of the data file ``fd`` and replay its log.
 
-    Returns the index, where parsing stopped, the file's size and its
-    format version, ``(major, minor)``.
+    Returns the index, where parsing stopped, the file's size, its
+    format version, ``(major, minor)``, and whether it holds an expiry record.
     """
     size = os.fstat(fd).st_size
     if size < HEADER_SIZE:
@@ -112,8 +116,8 @@ def load_index(fd, path):
     with map_file(fd, path) as data:
         version = check_header(data[:HEADER_SIZE], path)
         index = {}
-        end = replay_log(data, index, HEADER_SIZE, path, version)
-    return index, end, size, version
+        end, expiring = replay_log(data, index, HEADER_SIZE, path, version)
+    return index, end, size, version, expiring
 
 
 def _sorted_range(index, low, high):
@@ -162,6 +166,7 @@ class Store:
         "_version",
         "_opener",
         "_identity",
+        "_expiring",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -194,7 +199,8 @@ class Store:
         ``writer_active`` as ``__init__`` takes it (None: no other writer
         is at work).
         """
-        self._index, self._disk_end, size, self._version = load_index(fd, self.path)
+        self._index, self._disk_end, size, self._version, self._expiring = load_index(
+            fd, self.path)
         # What a shared writer's turn compares the file named data with; a reader needs none.
         self._identity = _files.file_identity(fd) if self.writable else None
         torn_tail = None
@@ -400,11 +406,12 @@ class Store:
     def _expired(self, key, offset, length):
         """Whether the put of ``key`` whose value is ``length`` bytes at ``offset`` has expired.
 
-        Only a file of format 2.1 holds expiry records, each right after
-        its put in one batch (docs/FORMAT.md, "Expiry"): the bytes after the
-        put, read from the buffer or the file as a value is, tell.
+        Only a log that holds an expiry record (``_expiring``: the replay,
+        or a write, met one) is looked at, each right after its put in one
+        batch (docs/FORMAT.md, "Expiry"): the bytes after the put, read
+        from the buffer or the file as a value is, tell.
         """
-        if self._version < EXPIRY_VERSION:
+        if not self._expiring:
             return False
         start = offset + length + CHECKSUM_SIZE
         size = EXPIRY_OVERHEAD + len(key)
@@ -493,7 +500,9 @@ class Store:
             self._check_writable("write")
             if not self._batches:
                 raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
-            self._append(record, batch_puts(record, self._version >= EXPIRY_VERSION))
+            placed, expiring = batch_puts(record, self._version >= EXPIRY_VERSION)
+            self._append(record, placed)
+            self._expiring = self._expiring or expiring
 
     def update(self, other=(), /, **kwds):
         """``_interface.Store.update``: each item stored by ``__setitem__``, which locks for it."""
@@ -927,12 +936,13 @@ class Store:
         if replaced:
             fd = self._directory.open_data(False)
             try:
-                index, end, _, version = load_index(fd, self.path)
+                index, end, _, version, expiring = load_index(fd, self.path)
             except BaseException:
                 os.close(fd)
                 raise
             os.close(self._fd)
             self._fd, self._index, self._disk_end, self._version = fd, index, end, version
+            self._expiring = expiring
         elif size != self._disk_end:
             self._catch_up(size)
 
@@ -950,12 +960,18 @@ class Store:
                 self._fd,
                 self._disk_end,
                 size,
-                lambda data, base: replay_log(data, self._index, base, self.path, self._version,
-                                              base),
+                self._replay_chunk,
             )
         except BaseException:
             self._release()
             raise
+
+    def _replay_chunk(self, data, base):
+        """``replay_log`` of ``data`` (the file from offset ``base``) into the index, for
+        ``_files.catch_up``; an expiry record among the records sets ``_expiring``."""
+        end, expiring = replay_log(data, self._index, base, self.path, self._version, base)
+        self._expiring = self._expiring or expiring
+        return end
 
     def _follow(self):
         """``_interface.Store._follow``: new records are read with ``pread``, as by ``refresh``."""

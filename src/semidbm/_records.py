@@ -170,7 +170,8 @@ def encode_batch(changes):
 
 
 def batch_puts(record, expirable):
-    """Where the puts of the batch record ``record`` (bytes) put values, as ``encode_batch`` says.
+    """Where the puts of the batch record ``record`` (bytes) put values, as ``encode_batch`` says,
+    and whether it holds an expiry record.
 
     ``record`` may come from any code: ValueError (``_messages.NOT_A_BATCH``)
     unless it is one whole batch record (``whole_batch``) whose body is
@@ -188,6 +189,7 @@ def batch_puts(record, expirable):
     ):
         raise ValueError(_messages.NOT_A_BATCH)
     placed = []
+    expiring = False
     position = BATCH_HEAD_SIZE
     while position < size:
         key_length, value_length = LENGTHS.unpack_from(record, position)
@@ -195,11 +197,12 @@ def batch_puts(record, expirable):
             raise ValueError(_messages.NOT_A_BATCH)
         start = position + LENGTHS_SIZE + key_length
         if value_length == EXPIRES:
+            expiring = True
             position = start + EXPIRY_TIME_SIZE + CHECKSUM_SIZE
             continue
         placed.append((record[position + LENGTHS_SIZE:start], start, value_length))
         position = start + value_length + CHECKSUM_SIZE
-    return placed
+    return placed, expiring
 
 
 def holds_batches(data, path):
