@@ -9,18 +9,7 @@ import sys
 import pytest
 
 import semidbm
-from semidbm import _expiry
 from semidbm.cache import Cache, argument_key, encode_argument
-
-START = 1_800_000_000_000
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The wall clock as the kernels read it: a list holding now, in milliseconds."""
-    now = [START]
-    monkeypatch.setattr(_expiry, "now", lambda: now[0])
-    return now
 
 
 @pytest.fixture
