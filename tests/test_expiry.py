@@ -5,6 +5,7 @@ wall clock is moved by replacing ``semidbm._expiry.now``, which both
 kernels and the API layer read, so that no test sleeps.
 """
 
+import errno
 import math
 import os
 import struct
@@ -278,6 +279,28 @@ def test_shared_writers_see_each_other_s_expiry(dbopen, dbpath, clock):
         second.compact()
         with first.locked():
             assert sorted(first.keys()) == [b"j"]
+
+
+def test_a_full_disk_keeps_nothing_of_an_expiring_value(dbopen, small_disk, clock):
+    """The batch of the put and its expiry, written straight, fails whole: cut back, not in the
+    index, the rest of the database as it was."""
+    path = os.path.join(small_disk, "db")
+    filler = os.path.join(small_disk, "filler")
+    with dbopen(path, "c", format=2, buffer_size=0) as database:
+        database[b"a"] = b"1"
+        size = os.path.getsize(os.path.join(path, "data"))
+        free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+        with open(filler, "wb") as stream:
+            stream.write(b"\0" * max(free - 8192, 0))
+        with pytest.raises(semidbm.error) as info:
+            database.set(b"k", b"v" * 100_000, expire=5)
+        assert info.value.errno == errno.ENOSPC
+        assert b"k" not in database and database[b"a"] == b"1"
+        assert os.path.getsize(os.path.join(path, "data")) == size
+        os.remove(filler)
+        database.set(b"k", b"w", expire=5)
+    with dbopen(path, "r") as reader:
+        assert dict(reader.items()) == {b"a": b"1", b"k": b"w"}
 
 
 def test_stats_counts_expired_bytes(dbpath, clock, capsys):
