@@ -26,7 +26,7 @@ import tempfile
 import pytest
 
 import semidbm
-from semidbm import _kernel, db
+from semidbm import _expiry, _kernel, db
 
 from .support.cli import FILLED, SCRIPT
 
@@ -99,6 +99,19 @@ def two_gib_view(tmp_path):
     yield view
     view.release()
     mapped.close()
+
+
+#: Where the ``clock`` fixture starts the wall clock, in milliseconds since the Unix epoch.
+CLOCK_START = 1_800_000_000_000
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The wall clock as semidbm reads it (``_expiry.now``: expiring values, docs/expiry.md),
+    moved by the test: a list holding now, in milliseconds, from ``CLOCK_START``."""
+    now = [CLOCK_START]
+    monkeypatch.setattr(_expiry, "now", lambda: now[0])
+    return now
 
 
 @pytest.fixture

@@ -37,6 +37,8 @@ from .support.records import delete_record, put_record
 
 HEADER_1_1 = b"SEMI" + struct.pack("!HH", 1, 1)
 HEADER_2_0 = b"SEMI" + struct.pack("!HH", 2, 0)
+#: The header of the format 2 files semidbm writes: 2.1.
+HEADER_2 = b"SEMI" + struct.pack("!HH", 2, 1)
 posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
 
 
@@ -324,7 +326,7 @@ def test_the_kernels_write_the_same_bytes(tmp_path):
             with database.batch() as batch:
                 del batch[b"a"]
                 batch[b"b"] = b"3"
-        data[name] = records_after_start((path / "data").read_bytes(), HEADER_2_0)
+        data[name] = records_after_start((path / "data").read_bytes(), HEADER_2)
     assert len(set(data.values())) == 1, "the same records after each log's own id"
 
 
@@ -337,7 +339,7 @@ def test_the_batch_record_is_as_the_format_says(dbopen, dbpath):
             batch[b""] = b""
     expected = put_record(b"a", b"1") + batch_record(
         put_record(b"b", b"2"), delete_record(b"a"), put_record(b"", b""))
-    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0) == expected
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2) == expected
 
 
 def test_a_batch_independently_built_is_read(dbopen, dbpath):
@@ -357,7 +359,7 @@ def test_an_encoded_batch_is_appended_whole_and_read_by_both_kernels(dbopen, dbp
         database[b"c"] = b"0"
         database._commit_encoded(record)
         assert dict(database.items()) == {b"a": b"3", b"b": b"2", b"c": b"0"}  # in order
-    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0) == (
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2) == (
         put_record(b"c", b"0") + record)
     for name in IMPLEMENTATIONS:
         with db.open_with(_kernel.load(name), dbpath) as reader:
@@ -398,7 +400,7 @@ def test_an_encoded_batch_that_is_not_sound_puts_is_refused(dbopen, dbpath, reco
             database._commit_encoded(record)
         database._commit_encoded(GOOD)  # and the database goes on
         assert dict(database.items()) == {b"a": b"1", b"key": b"value", b"k2": b"v2"}
-    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_0).startswith(
+    assert records_after_start((dbpath / "data").read_bytes(), HEADER_2).startswith(
         put_record(b"a", b"1") + GOOD)  # nothing of the refused one in between
 
 
@@ -510,8 +512,8 @@ def test_the_format_of_a_new_database(dbopen, tmp_path):
         assert database.format_version == (1, 1)
     assert records_after_start((tmp_path / "default" / "data").read_bytes(), HEADER_1_1) == b""
     with dbopen(tmp_path / "two", "c", format=2) as database:
-        assert database.format_version == (2, 0)
-    assert records_after_start((tmp_path / "two" / "data").read_bytes(), HEADER_2_0) == b""
+        assert database.format_version == (2, 1)
+    assert records_after_start((tmp_path / "two" / "data").read_bytes(), HEADER_2) == b""
     with dbopen(tmp_path / "two", "n", format=1) as database:
         assert database.format_version == (1, 1)
     with dbopen(tmp_path / "two", "r") as database:
@@ -557,15 +559,15 @@ def test_compaction_upgrades_keeps_and_turns_back_the_format(dbopen, dbpath):
         database[b"a"] = b"1"
         database[b""] = b""
         database.compact(format=2)
-        assert database.format_version == (2, 0)
+        assert database.format_version == (2, 1)
         with database.batch() as batch:
             batch[b"b"] = b"2"
         database.compact()  # never back to 1.1 unless asked
-        assert database.format_version == (2, 0)
-        assert (dbpath / "data").read_bytes()[:8] == HEADER_2_0
+        assert database.format_version == (2, 1)
+        assert (dbpath / "data").read_bytes()[:8] == HEADER_2
         database.close(compact=True)
     with dbopen(dbpath, "w") as database:
-        assert database.format_version == (2, 0)
+        assert database.format_version == (2, 1)
         database.compact(format=1)  # the batch's records become records of their own
         assert database.format_version == (1, 1)
         assert dict(database.items()) == {b"a": b"1", b"": b"", b"b": b"2"}
@@ -583,7 +585,7 @@ def test_a_reader_follows_the_writer_s_upgrade(dbopen, dbpath):
                 batch[b"b"] = b"2"
             writer.sync()
             reader.refresh()
-            assert reader.format_version == (2, 0)
+            assert reader.format_version == (2, 1)
             assert dict(reader.items()) == {b"a": b"1", b"b": b"2"}
 
 
@@ -591,14 +593,14 @@ def test_the_command_upgrades(dbpath, capsys):
     with semidbm.open(dbpath, "c") as database:
         database[b"a"] = b"1"
     assert cli.main(["upgrade", str(dbpath)]) == 0
-    assert "from format 1.1 to 2.0" in capsys.readouterr().out
+    assert "from format 1.1 to 2.1" in capsys.readouterr().out
     assert cli.main(["upgrade", str(dbpath)]) == 0
-    assert "2.0 already" in capsys.readouterr().out
+    assert "2.1 already" in capsys.readouterr().out
     with semidbm.open(dbpath, "w") as database:
-        assert database.format_version == (2, 0)
+        assert database.format_version == (2, 1)
         assert dict(database.items()) == {b"a": b"1"}
     assert cli.main(["stats", str(dbpath)]) == 0
-    assert "2.0" in capsys.readouterr().out
+    assert "2.1" in capsys.readouterr().out
 
 
 def test_verify_finds_a_batch_whose_record_is_damaged(dbpath, capsys):
@@ -610,7 +612,7 @@ def test_verify_finds_a_batch_whose_record_is_damaged(dbpath, capsys):
     data = bytearray((dbpath / "data").read_bytes())
     # A byte of a's value, and the batch's own checksum made to match: the batch
     # is malformed (its records must match their checksums), not lost data.
-    at = len(log_start(data, HEADER_2_0))  # the batch, after the first checkpoint
+    at = len(log_start(data, HEADER_2))  # the batch, after the first checkpoint
     data[at + 12 + 8 + 1 + 50] ^= 1
     data[at + 8 : at + 12] = struct.pack("!I", zlib.crc32(bytes(data[at + 12 :])))
     (dbpath / "data").write_bytes(bytes(data))

@@ -127,6 +127,7 @@ def test_stats(tool, filled):
         "keys": 2,
         "records": CHECKPOINT_RECORDS + 5,
         "live_bytes": live,
+        "expired_bytes": 0,
         "dead_bytes": size - HEADER_SIZE - live,
         "compaction_frees": size - _checkpoint.START_SIZE - live,
         "torn_tail": 0,

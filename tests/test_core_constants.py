@@ -24,6 +24,8 @@ EXPECTED = {
     "RECORD_OVERHEAD": semidbm.format.LENGTHS_SIZE + semidbm.format.CHECKSUM_SIZE,
     "DELETED": semidbm.format.DELETED,
     "BATCH": semidbm.format.BATCH,
+    "EXPIRES": semidbm.format.EXPIRES,
+    "EXPIRY_TIME_SIZE": semidbm.format.EXPIRY_TIME_SIZE,
     "DISK_PAGE": semidbm.format.DISK_PAGE,
     "DISK_SECTOR": semidbm.format.DISK_SECTOR,
     "INDEX_HEADER_SIZE": _index_file.HEADER_SIZE,

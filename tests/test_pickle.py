@@ -253,7 +253,7 @@ def test_a_handle_opens_the_database_in_the_format_it_has_then(dbopen, dbpath):
         writer[b"k"] = b"v"
         writer.compact(format=2)
         handle = pickle.loads(pickle.dumps(writer))
-        assert handle.format_version == (2, 0)
+        assert handle.format_version == (2, 1)
         handle.close()
 
 

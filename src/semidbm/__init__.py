@@ -12,6 +12,9 @@ or as a ``shelve`` backend: ``shelve.Shelf(semidbm.open("cache.db", "c"))``,
 or ``semidbm.open_shelf("objects.db", serializer="json")`` for a shelf
 that is safe to read from untrusted sources (``semidbm.shelf``).
 
+``semidbm.Cache`` keeps Python objects for a while, and functions' results
+(``semidbm.cache``).
+
 ``semidbm.open_sharded`` opens several databases in one directory as one
 mapping, each key in the shard its hash names (``semidbm.sharded``).
 
@@ -26,6 +29,7 @@ setting ``SEMIDBM_PURE_PYTHON=1``).
 
 from ._batch import Batch
 from ._database import Database
+from .cache import Cache
 from .db import implementation, open
 from .errors import (
     DBMChecksumError,
@@ -45,6 +49,7 @@ __all__ = [
     "open",
     "Database",
     "Batch",
+    "Cache",
     "open_shelf",
     "open_sharded",
     "ShardedDatabase",

@@ -32,7 +32,7 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Check
 from libc.errno cimport EBUSY, EINTR, errno
 from libc.stddef cimport ptrdiff_t
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport UINT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 from posix.types cimport pid_t
@@ -40,7 +40,8 @@ from posix.types cimport pid_t
 import sys
 
 from . import (
-    _checkpoint, _compaction, _fields, _files, _index_file, _messages, _order, _parts, _tail
+    _checkpoint, _compaction, _expiry, _fields, _files, _index_file, _messages, _order, _parts,
+    _tail,
 )
 from ._settings import (
     CHECK_CHUNK as _CHECK_CHUNK,
@@ -55,6 +56,7 @@ from .errors import DBMChecksumError, DBMError, DBMLoadError
 from .format import (
     BATCH_FORMAT as _BATCH_FORMAT,
     DATA_NAME as _DATA_NAME,
+    EXPIRY_VERSION as _EXPIRY_VERSION,
     INDEX_NAME as _INDEX_NAME,
     MAX_LENGTH as _MAX_LENGTH,
     check_format,
@@ -110,6 +112,68 @@ include "_core_pieces/bulk.pxi"
 include "_core_pieces/shards.pxi"
 # A shared writer's turn taken in C, for its single puts and deletes.
 include "_core_pieces/turns.pxi"
+
+
+# What ``expiry_copy_size`` finds after a live put, beside the size of what to write.
+cdef enum:
+    NO_EXPIRY_RECORD = 0
+    EXPIRY_DAMAGED = -1
+    EXPIRED = -2
+
+
+cdef int64_t expiry_copy_size(const Log* log, uint64_t position, uint64_t size,
+                              uint64_t now) noexcept nogil:
+    """What a compaction writes of the sound live put of ``size`` bytes at ``position`` in the
+    mapping, as ``_records.kept_expiring`` decides.
+
+    ``NO_EXPIRY_RECORD`` if no expiry record follows it (it is copied as
+    it is), ``EXPIRY_DAMAGED`` if one does whose checksum fails,
+    ``EXPIRED`` if it expired by ``now`` (left out); else the size of the
+    batch record of the put and its expiry record (``write_expiring``).
+    """
+    cdef const char* record = log.map + position
+    cdef int32_t key_size = <int32_t>load_be32(record)
+    cdef uint64_t put_end = position + size
+    cdef uint64_t expires_at = log_expiry(log, log.disk_end, put_end, record + LENGTHS_SIZE,
+                                          key_size)
+    cdef uint64_t expiry_end = put_end + EXPIRY_OVERHEAD + <uint64_t>key_size
+    if expires_at == NEVER:
+        return NO_EXPIRY_RECORD
+    if not checksum_matches(log.map, put_end, key_size, expiry_end):
+        return EXPIRY_DAMAGED
+    if expires_at <= now:
+        return EXPIRED
+    return <int64_t>(RECORD_OVERHEAD + expiry_end - position)
+
+
+cdef int chunk_add(int out, char* chunk, Py_ssize_t* used, const char* data,
+                   Py_ssize_t size) except -1:
+    """Add ``size`` bytes to a compaction's ``chunk`` (``COMPACT_CHUNK`` bytes, ``used`` of them
+    filled), written to ``out`` when full; more than a chunk is written straight, and every
+    write without a chunk (NULL)."""
+    if chunk == NULL:
+        return write_or_raise(out, data, size)
+    if used[0] + size > COMPACT_CHUNK:
+        write_or_raise(out, chunk, used[0])
+        used[0] = 0
+    if size > COMPACT_CHUNK:
+        write_or_raise(out, data, size)
+    else:
+        memcpy(chunk + used[0], data, size)
+        used[0] += size
+    return 0
+
+
+cdef int write_expiring(int out, char* chunk, Py_ssize_t* used, const char* record,
+                        Py_ssize_t batch_size) except -1:
+    """Add the batch record of ``batch_size`` bytes whose body is the put at ``record`` and the
+    expiry record after it to a compaction's ``chunk`` (``chunk_add``)."""
+    cdef char head[RECORD_OVERHEAD]
+    cdef Py_ssize_t body_size = batch_size - RECORD_OVERHEAD
+    encode_lengths(head, body_size, BATCH)
+    store_be32(head + LENGTHS_SIZE, crc32(0, record, <size_t>body_size))
+    chunk_add(out, chunk, used, head, RECORD_OVERHEAD)
+    return chunk_add(out, chunk, used, record, body_size)
 
 
 cdef int compare_offsets(const void* a, const void* b) noexcept nogil:
@@ -331,6 +395,8 @@ cdef class Store:
         self.map_file(size)
         self.version = check_header(PyBytes_FromStringAndSize(self.log.map, HEADER_SIZE), self.path)
         self.log.batches = self.version[0] >= _BATCH_FORMAT
+        self.log.expirable = self.version >= _EXPIRY_VERSION
+        self.log.expiring = False  # until the replay, or a write, meets an expiry record
         keys_forget(self)
         self.log.disk_end = size
         if self.directory_fd >= 0 and semidbm_name_missing(self.directory_fd, INDEX_FILE_NAME):
@@ -625,9 +691,11 @@ cdef class Store:
             keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
-            return keys_find(self, borrowed.data, borrowed.size,
-                             hash_key(self.index.seed, borrowed.data, borrowed.size),
-                             &offset) == 1
+            if keys_find(self, borrowed.data, borrowed.size,
+                         hash_key(self.index.seed, borrowed.data, borrowed.size),
+                         &offset) != 1:
+                return False
+            return not (self.log.expiring and self.expired(offset))
         finally:
             give_back(&borrowed)
 
@@ -674,8 +742,27 @@ cdef class Store:
                         self.log.map + offset + LENGTHS_SIZE + key_size, found_size)
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
                 raise KeyError(original)
+        # (The index file's covered log holds no expiry record: keys_write writes none then.)
         value = self.value_at(offset, &value_size)
+        if self.log.expiring and self.expired(offset):
+            raise KeyError(original)
         return PyBytes_FromStringAndSize(value, value_size)
+
+    cdef bint expired(self, uint64_t offset) except -1:
+        """Whether the live put at ``offset``, which ``value_at`` has read, has expired.
+
+        Asked only once the log holds an expiry record (``log.expiring``),
+        so that reads of a log without one pay nothing: the record after
+        the put tells (``log_expiry``), against the wall clock
+        (``_expiry.now``; docs/FORMAT.md, "Expiry").
+        """
+        cdef const char* record = log_record(&self.log, offset)
+        cdef int32_t key_size = <int32_t>load_be32(record)
+        cdef uint64_t put_end = (offset + RECORD_OVERHEAD + <uint64_t>key_size
+                                 + <uint32_t>load_be32(record + 4))
+        cdef uint64_t expires_at = log_expiry(&self.log, self.log.disk_end + self.buffer_used,
+                                              put_end, record + LENGTHS_SIZE, key_size)
+        return expires_at != NEVER and expires_at <= <uint64_t>_expiry.now()
 
     cdef const char* value_at(self, uint64_t offset, Py_ssize_t* value_size) except NULL:
         """The value of the live record at ``offset``, its size in ``value_size``.
@@ -720,6 +807,8 @@ cdef class Store:
                          hash_key(self.index.seed, borrowed.data, borrowed.size), &offset) != 1:
                 raise KeyError(key)
             value = self.value_at(offset, &size)
+            if self.log.expiring and self.expired(offset):
+                raise KeyError(key)
             if offset >= self.log.disk_end:
                 return memoryview(PyBytes_FromStringAndSize(value, size))
             return view_of_mapped(self.mapping, self.views, value, size)
@@ -967,7 +1056,7 @@ cdef class Store:
         """
         cdef uint64_t end = self.log.disk_end + self.buffer_used  # once flushed
         cdef uint64_t checkpoint = 0
-        if index_due(self.index_written, end, share):
+        if not self.log.expiring and index_due(self.index_written, end, share):
             checkpoint = self.append_encoded(_checkpoint.new(end))
         self.flush()
         if checkpoint:
@@ -995,11 +1084,12 @@ cdef class Store:
         def write_records(out):
             cdef Py_ssize_t copied = 0
             cdef bint lost = False
-            empty_at = self.write_live(out, progress, &copied, &lost)
+            empty_at = self.write_live(out, progress, &copied, &lost, major >= _BATCH_FORMAT)
             if empty_at:
                 self.write_seal(out, empty_at)  # cut off with the rest if copied again
             left_out = _compaction.all_copied(out, index_live(&self.index), copied, lost,
-                                              lambda: self.write_by_index(out, progress, recover))
+                                              lambda: self.write_by_index(
+                                                  out, progress, recover, major >= _BATCH_FORMAT))
             if progress is not None:
                 progress(self.log.disk_end, self.log.disk_end)
             return left_out
@@ -1022,7 +1112,8 @@ cdef class Store:
                 try:
                     self.fd = self.directory.open_data(True)
                     self.load(self.buffer_size, False, None)
-                    keys_write(self, HEADER_SIZE)  # the new log's first checkpoint
+                    if not self.log.expiring:  # (docs/FORMAT.md, "Expiry")
+                        keys_write(self, HEADER_SIZE)  # the new log's first checkpoint
                 except BaseException:
                     self.release()
                     raise
@@ -1033,7 +1124,7 @@ cdef class Store:
             return damaged
 
     cdef uint64_t write_live(self, int out, object progress, Py_ssize_t* copied,
-                             bint* lost) except? 0:
+                             bint* lost, bint batches_out) except? 0:
         """Copy the records the index points at to the file ``out``, in log order.
 
         Memory use is one chunk (``COMPACT_CHUNK``); a larger record is
@@ -1052,7 +1143,10 @@ cdef class Store:
         total)`` as described in ``_settings.PROGRESS_STEP``, but not at
         the end, which ``compact`` reports. Returns where the last record
         copied starts if it is the empty one (``compact`` then seals it:
-        docs/FORMAT.md, "Zero runs"), else 0.
+        docs/FORMAT.md, "Zero runs"), else 0. A put with an expiry record
+        is copied with it as a batch (``write_expiring``), or left out once
+        expired; ``batches_out`` says that the new file may hold that batch
+        (format 2: otherwise ``check_expiry_kept`` refuses).
         """
         cdef char* chunk = <char*>malloc(COMPACT_CHUNK)
         cdef uint64_t position = HEADER_SIZE
@@ -1067,6 +1161,8 @@ cdef class Store:
         cdef const char* record
         cdef bint ends_empty = False  # the last record copied is an empty one
         cdef uint64_t written = _checkpoint.START_SIZE  # the new file's size
+        cdef uint64_t now = _expiry.now() if self.log.expiring else 0
+        cdef int64_t kept
         if chunk == NULL:
             raise MemoryError("cannot allocate the compaction buffer")
         try:
@@ -1085,6 +1181,11 @@ cdef class Store:
                         batch_end = position + RECORD_OVERHEAD + <uint64_t>key_size
                     position += RECORD_OVERHEAD
                     continue
+                if value_size == EXPIRES and position < batch_end and key_size >= 0 and (
+                    EXPIRY_OVERHEAD + <uint64_t>key_size <= batch_end - position
+                ):
+                    position += EXPIRY_OVERHEAD + <uint64_t>key_size  # copied with its put
+                    continue
                 if (key_size < 0 or value_size < DELETED
                         or <uint64_t>key_size > end - position - RECORD_OVERHEAD):
                     lost[0] = True
@@ -1102,16 +1203,20 @@ cdef class Store:
                                                self.log.batches, position < batch_end):
                             lost[0] = True
                             break
-                        if used + size > COMPACT_CHUNK:
-                            write_or_raise(out, chunk, used)
-                            used = 0
-                        if size > COMPACT_CHUNK:
-                            write_or_raise(out, record, size)
-                        else:
-                            memcpy(chunk + used, record, size)
-                            used += size
-                        ends_empty = size == RECORD_OVERHEAD and value_size == 0
-                        written += size
+                        kept = (expiry_copy_size(&self.log, position, size, now)
+                                if self.log.expiring else NO_EXPIRY_RECORD)
+                        if kept == EXPIRY_DAMAGED:
+                            lost[0] = True
+                            break
+                        if kept == NO_EXPIRY_RECORD:
+                            chunk_add(out, chunk, &used, record, size)
+                            ends_empty = size == RECORD_OVERHEAD and value_size == 0
+                            written += size
+                        elif kept != EXPIRED:
+                            self.check_expiry_kept(batches_out)
+                            write_expiring(out, chunk, &used, record, kept)
+                            ends_empty = False
+                            written += <uint64_t>kept
                         copied[0] += 1
                         if progress is not None and position + size >= next_report:
                             progress(position + size, end)
@@ -1125,7 +1230,15 @@ cdef class Store:
             free(chunk)
         return written - RECORD_OVERHEAD if ends_empty else 0
 
-    cdef Py_ssize_t write_by_index(self, int out, object progress, bint recover) except -1:
+    cdef int check_expiry_kept(self, bint batches_out) except -1:
+        """Refuse to compact a value that has not expired into a file without batches (format 1),
+        which cannot hold its expiry (DBMError; docs/FORMAT.md, "Expiry")."""
+        if not batches_out:
+            raise DBMError(_messages.EXPIRY_NOT_KEPT % self.path)
+        return 0
+
+    cdef Py_ssize_t write_by_index(self, int out, object progress, bint recover,
+                                   bint batches_out) except -1:
         """Copy each live record to the file ``out`` from the offset the index holds, in log order.
 
         For ``_compaction.all_copied``, when the walk of the mapped log
@@ -1163,13 +1276,14 @@ cdef class Store:
             if slots == NULL or offset != 0:
                 raise MemoryError("cannot allocate the slots of %d live records" % capacity)
             qsort(slots, taken, sizeof(Slot), compare_offsets)
-            return self.write_at_slots(out, progress, recover, slots, taken)
+            return self.write_at_slots(out, progress, recover, slots, taken, batches_out)
         finally:
             free(slots)
 
     cdef Py_ssize_t write_at_slots(self, int out, object progress, bint recover,
-                                   const Slot* slots, size_t count) except -1:
-        """``write_by_index``'s copy, from ``count`` live ``slots`` in log order."""
+                                   const Slot* slots, size_t count, bint batches_out) except -1:
+        """``write_by_index``'s copy, from ``count`` live ``slots`` in log order (``batches_out``
+        as ``write_live`` takes it)."""
         cdef uint64_t offset, found, size
         cdef uint64_t end = self.log.disk_end
         cdef uint64_t next_report = PROGRESS_STEP
@@ -1181,6 +1295,8 @@ cdef class Store:
         cdef int32_t value_size
         cdef bint keyed
         cdef size_t at
+        cdef uint64_t now = _expiry.now() if self.log.expiring else 0
+        cdef int64_t kept = NO_EXPIRY_RECORD
         for at in range(count):
             offset = slots[at].offset
             # No byte is read before the offset is known to frame a record's lengths within the
@@ -1200,7 +1316,18 @@ cdef class Store:
                                             slots[at].hash, &found) == 1 and found == offset:
                     size = sound_live_size(self.log.map, offset, key_size, value_size, end,
                                            self.log.batches, False)
-            if size:
+            if size and self.log.expiring:
+                kept = expiry_copy_size(&self.log, offset, size, now)
+                if kept == EXPIRED:
+                    continue
+                if kept == EXPIRY_DAMAGED:
+                    size = 0
+            if size and kept > 0:
+                self.check_expiry_kept(batches_out)
+                write_expiring(out, NULL, NULL, record, kept)
+                empty_at = 0
+                written += <uint64_t>kept
+            elif size:
                 write_or_raise(out, record, size)
                 empty_at = written if size == RECORD_OVERHEAD else 0
                 written += size

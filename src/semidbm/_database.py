@@ -19,10 +19,11 @@ from collections.abc import MutableMapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, TypeVar, overload
 
-from . import _messages, _order
+from . import _expiry, _messages, _order
 from ._batch import Batch
+from ._records import as_bytes, encode_expiring
 from .errors import DBMError
-from .format import BATCH_FORMAT
+from .format import BATCH_FORMAT, EXPIRY_VERSION
 
 if TYPE_CHECKING:
     from _typeshed import SupportsKeysAndGetItem
@@ -124,11 +125,12 @@ class Database(MutableMapping):  # type: ignore[type-arg]
     @property
     @abstractmethod
     def format_version(self) -> tuple[int, int]:
-        """The data file's format version, ``(major, minor)``: ``(1, 1)`` or ``(2, 0)``.
+        """The data file's format version, ``(major, minor)``: ``(1, 1)``, ``(2, 0)`` or ``(2, 1)``.
 
         1.1 is semidbm 0.5.1's format, which every database has unless
-        asked otherwise; 2.0 adds :meth:`batch` (see ``format`` in
-        :func:`semidbm.open` and :meth:`compact`).
+        asked otherwise; 2.0 adds :meth:`batch`, and 2.1, which format 2
+        databases are created and compacted as, values that expire
+        (:meth:`set`; see ``format`` in :func:`semidbm.open` and :meth:`compact`).
         """
 
     @abstractmethod
@@ -455,9 +457,11 @@ class Database(MutableMapping):  # type: ignore[type-arg]
                 of the old file copied so far; an exception it raises
                 abandons the compaction and leaves the database as it was.
             format: the major format of the new file: ``2`` upgrades a
-                database to format 2.0, which has :meth:`batch` (semidbm
-                0.5.1 then refuses to open it); ``1`` turns one back into
-                0.5.1's format 1.1. None (the default) keeps the format.
+                database to format 2.1, which has :meth:`batch` and
+                values that expire (semidbm 0.5.1 then refuses to open
+                it); ``1`` turns one back into 0.5.1's format 1.1 (refused
+                while a value that expires has not expired yet). None
+                (the default) keeps the major format, and writes 2.0 as 2.1.
             recover: leave damaged records out instead of refusing: the
                 key of each is then gone from the database (its older
                 values were overwritten, and are not brought back).
@@ -624,6 +628,58 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         if self.format_version[0] < BATCH_FORMAT:
             raise DBMError(_messages.NO_BATCHES % ((self.path,) + tuple(self.format_version)))
         return self._batch_type(self)
+
+    def set(self, key: Data, value: Data, expire: float | None = None) -> None:
+        """Set ``key`` to ``value``, for ``expire`` seconds if given, otherwise until changed.
+
+        Without ``expire`` this is ``db[key] = value``. With it, the value
+        expires that many seconds from now, by the wall clock: from then
+        on ``db[key]``, ``key in db``, ``db.get(key)``, :meth:`get_many`
+        and :meth:`view` find ``key`` missing, and the next
+        :meth:`compact` drops it. Until then ``len(db)``, iteration and
+        the key and item lists still count it (see :doc:`/expiry`). A
+        later set or delete of ``key`` replaces the expiring value, as
+        any other. The value and its expiry time reach the file as one
+        batch: after a crash, the database holds both or neither.
+
+        Values that expire need format 2.1 (:attr:`format_version`): a
+        database created with ``semidbm.open(path, "c", format=2)``, or
+        upgraded with ``db.compact(format=2)`` or ``semidbm upgrade
+        DIRECTORY``.
+
+        Args:
+            key: the key (bytes, bytes-like or str, stored as UTF-8).
+            value: the value (as the key).
+            expire: seconds until the value expires, an int or a float,
+                finite and above 0; None (the default): never.
+
+        Raises:
+            TypeError: ``expire`` is not a number (bool neither), or the
+                key or the value is of a type that cannot be stored.
+            ValueError: ``expire`` is 0 or less, NaN or infinite.
+            semidbm.error: the database is closed, read-only, or of a
+                format before 2.1 (the message says how to upgrade it).
+
+        >>> import time
+        >>> with semidbm.open("sessions.db", "c", format=2) as db:
+        ...     db.set(b"token", b"abc", expire=3600)
+        ...     db.set(b"old", b"xyz", expire=0.001)
+        ...     time.sleep(0.01)
+        ...     db.get(b"token"), db.get(b"old"), b"old" in db
+        (b'abc', None, False)
+        """
+        if expire is None:
+            self[key] = value
+            return
+        expires_at = _expiry.expires_at(expire)
+        key, value = as_bytes(key, "keys"), as_bytes(value, "values")
+        if self.closed:
+            raise DBMError(_messages.CLOSED % self.path)
+        if not self.writable:
+            raise DBMError(_messages.READ_ONLY % ("write", self.path))
+        if self.format_version < EXPIRY_VERSION:
+            raise DBMError(_messages.NO_EXPIRY % ((self.path,) + tuple(self.format_version)))
+        self._commit_encoded(encode_expiring(key, value, expires_at))
 
     #: The batch :meth:`batch` makes (a shared writer's takes its turn for the whole block).
     _batch_type: ClassVar[type[Batch]] = Batch

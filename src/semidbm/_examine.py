@@ -57,10 +57,12 @@ class Examination:
     """The findings of :func:`examine` on one database.
 
     Counts: ``keys``, ``records``, ``live_bytes`` (the records that hold
-    the current value of a key), ``dead_bytes`` (every other record:
+    the current value of a key), ``expired_bytes`` (those of them whose
+    value has expired, by the wall clock: docs/FORMAT.md, "Expiry"),
+    ``dead_bytes`` (every other record:
     replaced values, deletes, checkpoints), ``file_size``,
     ``reclaimable`` (what a compaction would free: everything but the
-    live records and the new log's start, its header and first checkpoint),
+    live records that have not expired and the new log's start, its header and first checkpoint),
     ``version`` (major, minor).
 
     Damage: ``bad_checksums`` (offsets of records whose CRC-32 does not
@@ -83,6 +85,7 @@ class Examination:
         self.keys = 0
         self.records = 0
         self.live_bytes = 0
+        self.expired_bytes = 0
         self.dead_bytes = 0
         self.file_size = 0
         self.reclaimable = 0
@@ -153,6 +156,8 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
     found.keys = summary.keys
     found.bad_checksums = summary.bad_checksums
     found.live_bytes = summary.live_bytes
+    found.expired_bytes = summary.expired_bytes
     found.dead_bytes = summary.end - HEADER_SIZE - summary.live_bytes
-    found.reclaimable = max(0, found.file_size - _checkpoint.START_SIZE - summary.live_bytes)
+    found.reclaimable = max(0, found.file_size - _checkpoint.START_SIZE - summary.live_bytes
+                            + summary.expired_bytes)
     return found

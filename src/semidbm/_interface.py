@@ -474,8 +474,11 @@ def summarize_log(
     records read), ``end`` (where the walk stopped), ``corrupt_at`` (the
     offset of a record with impossible lengths, where it had to stop, or
     None), ``keys`` and ``live_bytes`` (the live keys and the bytes of
-    their records), and with ``check_checksums`` ``bad_checksums``: the
-    offsets of the records whose CRC-32 does not match, each as
+    their records; an expiry record counts with its put, neither as a
+    record nor in these bytes), ``expired_bytes`` (of those, the records
+    whose expiry has passed by the wall clock: docs/FORMAT.md, "Expiry"),
+    and with ``check_checksums`` ``bad_checksums``: the offsets of the
+    records whose CRC-32 does not match, each as
     ``(offset, live)``, ``live`` saying whether it holds its key's
     current value (otherwise an empty list). ``progress(done, total)``,
     if given, is called with the bytes walked (see

@@ -177,6 +177,29 @@ NO_BATCHES = (
     "%s is of format %d.%d, which has no batches: upgrade it to format 2 with "
     "db.compact(format=2) or the command `semidbm upgrade DIRECTORY`"
 )
+#: ``expire=`` on a database of a format without expiry records (path, major, minor).
+NO_EXPIRY = (
+    "%s is of format %d.%d, which has no expiring values: upgrade it to format 2.1 with "
+    "db.compact(format=2) or the command `semidbm upgrade DIRECTORY`"
+)
+#: ``compact(format=1)`` of a log with a value that has not expired yet (the path).
+EXPIRY_NOT_KEPT = (
+    "%s holds values that expire, which format 1.1 cannot hold: compact it to format 1 "
+    "once they have expired, or delete them first"
+)
+#: A ``semidbm.Cache`` opened with the flag ``'r'``.
+CACHE_READ_ONLY = "a semidbm.Cache writes what it keeps: open it with 'c', 'w', 'cm' or 'wm'"
+#: ``Cache(size_limit=)`` that is not an int of 0 or more (the value).
+CACHE_SIZE_LIMIT = "size_limit must be a number of bytes, an int of 0 or more, not %r"
+#: An argument of a memoized call of a type ``cache.encode_argument`` does not take.
+CACHE_ARGUMENT = (
+    "memoize keys a call by its arguments' values, which may be None, bool, int, float, "
+    "str, bytes, and tuples, lists, dicts and sets of them; not %s"
+)
+#: ``expire=`` of another type than int or float (the type's name).
+EXPIRE_TYPE = "expire must be a number of seconds (int or float), not %s"
+#: ``expire=`` that is not a finite number of seconds above 0 (the number).
+EXPIRE_VALUE = "expire must be a finite number of seconds above 0, not %r"
 #: A batch larger than a batch record holds (with the limit).
 BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
 #: A batch's changes that are not bytes mapped to bytes or None (``Store._commit_batch``).

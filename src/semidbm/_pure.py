@@ -14,6 +14,7 @@ from collections import deque
 from . import (
     _checkpoint,
     _compaction,
+    _expiry,
     _fields,
     _files,
     _index_file,
@@ -25,6 +26,7 @@ from . import (
 )
 from ._records import (
     CHECKSUM,
+    EXPIRY_OVERHEAD,
     LENGTHS,
     as_bytes,
     as_pair,
@@ -33,6 +35,8 @@ from ._records import (
     encode_batch,
     encode_delete,
     encode_put,
+    expiry_after,
+    kept_expiring,
     key_list,
     seal,
     sound_live,
@@ -48,6 +52,9 @@ from .format import (
     CHECKSUM_SIZE,
     DELETED,
     EMPTY_RECORD_SIZE,
+    EXPIRES,
+    EXPIRY_TIME_SIZE,
+    EXPIRY_VERSION,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
@@ -62,25 +69,31 @@ summarize_log = _records.summarize_log
 LINES_PER_CHUNK = 4096
 
 
-def replay_log(data, index, position, path, batches, base=0):
+def replay_log(data, index, position, path, version, base=0):
     """Apply the records of ``data`` from ``position`` on to ``index``.
 
     ``data`` holds the file from offset ``base`` on (the whole file when
     0); offsets, in and out, are the file's. The index maps each live key
     to the offset and length of its value. Returns the offset where
-    parsing stopped: the end of ``data``, or the start of an incomplete
-    last record. Impossible lengths raise DBMLoadError (``_records.walk``).
-    ``batches``: the file is of format 2, with batch records.
+    parsing stopped (the end of ``data``, or the start of an incomplete
+    last record), and whether an expiry record was among the records.
+    Impossible lengths raise DBMLoadError (``_records.walk``).
+    ``version`` is the file's: from 2.0, with batch records; from 2.1,
+    with expiry records, which a read finds after their put (``Store._expired``).
     """
     stop = position - base
-    records = walk(data, stop, path, base, batches=batches)
+    expiring = False
+    records = walk(data, stop, path, base, batches=version[0] >= BATCH_FORMAT,
+                   expirable=version >= EXPIRY_VERSION)
     for _, key, value_start, value_length, record_end in records:
-        if value_length == DELETED:
+        if value_length >= 0:
+            index[key] = (base + value_start, value_length)
+        elif value_length == DELETED:
             index.pop(key, None)
         else:
-            index[key] = (base + value_start, value_length)
+            expiring = True
         stop = record_end
-    return base + stop
+    return base + stop, expiring
 
 
 def map_file(fd, path):
@@ -94,8 +107,8 @@ def map_file(fd, path):
 def load_index(fd, path):
     """Check the header of the data file ``fd`` and replay its log.
 
-    Returns the index, where parsing stopped, the file's size and its
-    format version, ``(major, minor)``.
+    Returns the index, where parsing stopped, the file's size, its
+    format version, ``(major, minor)``, and whether it holds an expiry record.
     """
     size = os.fstat(fd).st_size
     if size < HEADER_SIZE:
@@ -103,8 +116,8 @@ def load_index(fd, path):
     with map_file(fd, path) as data:
         version = check_header(data[:HEADER_SIZE], path)
         index = {}
-        end = replay_log(data, index, HEADER_SIZE, path, version[0] >= BATCH_FORMAT)
-    return index, end, size, version
+        end, expiring = replay_log(data, index, HEADER_SIZE, path, version)
+    return index, end, size, version, expiring
 
 
 def _sorted_range(index, low, high):
@@ -153,6 +166,7 @@ class Store:
         "_version",
         "_opener",
         "_identity",
+        "_expiring",
     )
 
     def __init__(self, directory, writable, buffer_size, verify_checksums, recover, writer_active):
@@ -185,7 +199,8 @@ class Store:
         ``writer_active`` as ``__init__`` takes it (None: no other writer
         is at work).
         """
-        self._index, self._disk_end, size, self._version = load_index(fd, self.path)
+        self._index, self._disk_end, size, self._version, self._expiring = load_index(
+            fd, self.path)
         # What a shared writer's turn compares the file named data with; a reader needs none.
         self._identity = _files.file_identity(fd) if self.writable else None
         torn_tail = None
@@ -302,7 +317,8 @@ class Store:
             self._check_open()
             if type(key) is not bytes:
                 key = as_bytes(key, "keys")
-            return key in self._index
+            place = self._index.get(key)
+            return place is not None and not self._expired(key, *place)
 
     def __iter__(self):
         with self._guard:
@@ -371,6 +387,8 @@ class Store:
                 raise KeyError(original) from None
             self._busy = _messages.INTERRUPTED
             try:
+                if self._expired(key, offset, length):
+                    raise KeyError(original)
                 return self._read(key, offset, length)
             finally:
                 self._busy = None
@@ -384,6 +402,27 @@ class Store:
         the view holds a copy: the same bytes, the same errors, no saving.
         """
         return memoryview(Store.__getitem__(self, key))
+
+    def _expired(self, key, offset, length):
+        """Whether the put of ``key`` whose value is ``length`` bytes at ``offset`` has expired.
+
+        Only a log that holds an expiry record (``_expiring``: the replay,
+        or a write, met one) is looked at, each right after its put in one
+        batch (docs/FORMAT.md, "Expiry"): the bytes after the put, read
+        from the buffer or the file as a value is, tell.
+        """
+        if not self._expiring:
+            return False
+        start = offset + length + CHECKSUM_SIZE
+        size = EXPIRY_OVERHEAD + len(key)
+        if start >= self._disk_end:
+            found = bytes(self._buffer[start - self._disk_end : start - self._disk_end + size])
+        elif start + size > self._disk_end:
+            return False  # the put ends the file's log: its expiry record would too
+        else:
+            found = _files.read_up_to(self._fd, size, start)
+        expires_at = expiry_after(found, 0, len(found), key)
+        return expires_at is not None and expires_at <= _expiry.now()
 
     def _read(self, key, offset, length):
         """The value of ``key``, ``length`` bytes at ``offset``: from the buffer or the file."""
@@ -461,7 +500,9 @@ class Store:
             self._check_writable("write")
             if not self._batches:
                 raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
-            self._append(record, batch_puts(record))
+            placed, expiring = batch_puts(record, self._version >= EXPIRY_VERSION)
+            self._append(record, placed)
+            self._expiring = self._expiring or expiring
 
     def update(self, other=(), /, **kwds):
         """``_interface.Store.update``: each item stored by ``__setitem__``, which locks for it."""
@@ -494,7 +535,8 @@ class Store:
                 values = []
                 for key in keys:
                     place = index.get(key)
-                    values.append(default if place is None else self._read(key, *place))
+                    values.append(default if place is None or self._expired(key, *place)
+                                  else self._read(key, *place))
                 return values
             finally:
                 self._busy = None
@@ -661,7 +703,8 @@ class Store:
                 index, damaged = _compaction.write_compacted(
                     self._directory,
                     self._fd,
-                    lambda out: self._write_live_records(out, progress, recover),
+                    lambda out: self._write_live_records(out, progress, recover,
+                                                         major >= BATCH_FORMAT),
                     _checkpoint.new_log(major),
                 )
                 self._busy = _messages.INTERRUPTED
@@ -680,7 +723,7 @@ class Store:
                 raise failure
             return damaged
 
-    def _write_live_records(self, out, progress, recover):
+    def _write_live_records(self, out, progress, recover, batches_out):
         """Copy the records the index points at to ``out``, in log order; return their new index
         and how many damaged ones were left out.
 
@@ -689,14 +732,19 @@ class Store:
         does, and stops at the first sign of damage: a live record whose
         value length is not the index's or whose own bytes are not sound
         (its CRC-32; the empty record as ``_records.sound_live`` judges
-        it), or a record, live or not, whose lengths
-        cannot be a record's or run past the log. The copy is then started
+        it; its expiry record's, ``_records.kept_expiring``), or a record,
+        live or not, whose lengths cannot be a record's or run past the log.
+        The copy is then started
         again from the index, which judges every live record on its own
         bytes, as it is when the walk jumped over live records
         (``_compaction.all_copied``). A log shorter than the one this
         store wrote raises ``_messages.CHANGED_UNDER``. Calls
         ``progress(done, total)`` as described in
         ``_settings.PROGRESS_STEP`` (from the start again if the copy is).
+        A put with an expiry record is copied with it as a batch, or left
+        out once expired (``_records.kept_expiring``); without
+        ``batches_out`` (a new file of format 1) such a batch is refused
+        (``_messages.EXPIRY_NOT_KEPT``).
         """
         total = self._disk_end
         index = {}
@@ -704,6 +752,8 @@ class Store:
         written = _checkpoint.START_SIZE
         next_report = PROGRESS_STEP
         lost = False
+        now = _expiry.now()
+        expired = 0  # live records left out because they expired
         with map_file(self._fd, self.path) as data:
             end = min(total, len(data))
             if end != total:
@@ -732,6 +782,8 @@ class Store:
                         batch_end = position + BATCH_HEAD_SIZE + key_length
                     position += BATCH_HEAD_SIZE
                     continue
+                elif value_length == EXPIRES and position < batch_end:
+                    stop = value_start + EXPIRY_TIME_SIZE + CHECKSUM_SIZE  # copied with its put
                 else:
                     lost = True
                     break
@@ -754,6 +806,24 @@ class Store:
                     ):
                         lost = True
                         break
+                    kept = kept_expiring(data, position, stop, end, key, now)
+                    if kept is False:
+                        lost = True
+                        break
+                    if kept is not None:
+                        if kept:
+                            self._check_expiry_kept(batches_out)
+                            if len(chunk) + len(kept) > COMPACT_CHUNK:
+                                _files.write_all(out, chunk)
+                                chunk.clear()
+                            chunk += kept
+                            index[key] = (written + BATCH_HEAD_SIZE + value_start - position,
+                                          value_length)
+                            written += len(kept)
+                        else:
+                            expired += 1
+                        position = stop
+                        continue
                     size = stop - position
                     if len(chunk) + size > COMPACT_CHUNK:
                         _files.write_all(out, chunk)
@@ -773,11 +843,11 @@ class Store:
             def copy_by_index():
                 nonlocal index, written, chunk
                 index, written, chunk, left_out = self._copy_by_index(
-                    data, out, end, progress, recover
+                    data, out, end, progress, recover, now, batches_out
                 )
                 return left_out
 
-            damaged = _compaction.all_copied(out, len(self._index), len(index), lost,
+            damaged = _compaction.all_copied(out, len(self._index), len(index) + expired, lost,
                                              copy_by_index)
         if index.get(b"") == (written - CHECKSUM_SIZE, 0):  # the empty record ends the file
             # The key of the seal is one the old log does not hold, as the compiled kernel's.
@@ -787,14 +857,21 @@ class Store:
             progress(total, total)
         return index, damaged
 
-    def _copy_by_index(self, data, out, end, progress, recover):
+    def _check_expiry_kept(self, batches_out):
+        """Refuse to compact a value that has not expired into a file of format 1, which cannot
+        hold its expiry (docs/FORMAT.md, "Expiry")."""
+        if not batches_out:
+            raise DBMError(_messages.EXPIRY_NOT_KEPT % self.path)
+
+    def _copy_by_index(self, data, out, end, progress, recover, now, batches_out):
         """Copy each live record to ``out`` from the offset the index holds, in log order.
 
         For ``_compaction.all_copied``, when the walk of the log ``data``
         (``end`` bytes) stopped or jumped over live records. A record is
         copied if its own bytes are sound: its lengths the index's, within
         the log, its key the index's, the rest as ``_records.sound_live``
-        judges; any other raises DBMChecksumError
+        judges, with its expiry record as ``_records.kept_expiring`` does
+        (one that expired by ``now`` is left out); any other raises DBMChecksumError
         (``_compaction.damaged``), or with ``recover`` is left out. Calls
         ``progress`` as the walk does, from the start again. Returns the
         new index, the new log's size, the bytes still to write, and how
@@ -818,13 +895,21 @@ class Store:
                 and data[start + 4 : start + LENGTHS_SIZE] == value_length.to_bytes(4, "big")
                 else None
             )
+            kept = None if stop is None else kept_expiring(data, start, stop, end, key, now)
+            if kept is False:
+                stop = None
             if stop is not None:
                 if len(chunk) > COMPACT_CHUNK:
                     _files.write_all(out, chunk)
                     chunk.clear()
-                chunk += data[start:stop]
-                index[key] = (written + value_start - start, value_length)
-                written += stop - start
+                if kept == b"":  # expired
+                    continue
+                if kept is not None:
+                    self._check_expiry_kept(batches_out)
+                chunk += data[start:stop] if kept is None else kept
+                index[key] = (written + value_start - start
+                              + (0 if kept is None else BATCH_HEAD_SIZE), value_length)
+                written += stop - start if kept is None else len(kept)
                 if progress is not None and stop >= next_report:
                     progress(stop, self._disk_end)
                     next_report = stop + PROGRESS_STEP
@@ -851,12 +936,13 @@ class Store:
         if replaced:
             fd = self._directory.open_data(False)
             try:
-                index, end, _, version = load_index(fd, self.path)
+                index, end, _, version, expiring = load_index(fd, self.path)
             except BaseException:
                 os.close(fd)
                 raise
             os.close(self._fd)
             self._fd, self._index, self._disk_end, self._version = fd, index, end, version
+            self._expiring = expiring
         elif size != self._disk_end:
             self._catch_up(size)
 
@@ -874,13 +960,18 @@ class Store:
                 self._fd,
                 self._disk_end,
                 size,
-                lambda data, base: replay_log(
-                    data, self._index, base, self.path, self._batches, base
-                ),
+                self._replay_chunk,
             )
         except BaseException:
             self._release()
             raise
+
+    def _replay_chunk(self, data, base):
+        """``replay_log`` of ``data`` (the file from offset ``base``) into the index, for
+        ``_files.catch_up``; an expiry record among the records sets ``_expiring``."""
+        end, expiring = replay_log(data, self._index, base, self.path, self._version, base)
+        self._expiring = self._expiring or expiring
+        return end
 
     def _follow(self):
         """``_interface.Store._follow``: new records are read with ``pread``, as by ``refresh``."""

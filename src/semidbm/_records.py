@@ -4,9 +4,11 @@ A record is its key length and value length (``LENGTHS``), the key, the
 value and the CRC-32 of key and value (``CHECKSUM``); a delete record has
 the value length ``DELETED`` and no value (docs/FORMAT.md, "The data
 file"). In format 2, a batch record holds records that count all or not
-at all ("Batches"). The pure kernel encodes its records here and walks the log with
-:func:`walk` to rebuild its index and to copy the live records when it
-compacts; the tools walk it to examine a data file (``_examine``), and the
+at all ("Batches"), and in format 2.1 an expiry record in a batch gives
+the put before it a time at which it expires ("Expiry"). The pure
+kernel encodes its records here and walks the log with :func:`walk` to
+rebuild its index and to copy the live records when it compacts; the
+tools walk it to examine a data file (``_examine``), and the
 torn-tail policy (``_tail``) to look for a record that ends the file. The
 compiled kernel parses the log in C, by the same rules. The checks of the
 arguments that Python code takes as keys and values (``as_bytes``, ``as_pair``,
@@ -23,7 +25,7 @@ import struct
 from collections import namedtuple
 from zlib import crc32
 
-from . import _messages
+from . import _expiry, _messages
 from ._settings import CHECK_CHUNK, PROGRESS_STEP
 from .errors import DBMLoadError
 from .format import (
@@ -35,6 +37,9 @@ from .format import (
     DISK_PAGE,
     DISK_SECTOR,
     EMPTY_RECORD_SIZE,
+    EXPIRES,
+    EXPIRY_TIME_SIZE,
+    EXPIRY_VERSION,
     HEADER_SIZE,
     LENGTHS_SIZE,
     MAX_LENGTH,
@@ -45,6 +50,10 @@ from .format import (
 LENGTHS = struct.Struct("!ii")
 #: A record's trailing CRC-32: big-endian unsigned 32-bit.
 CHECKSUM = struct.Struct("!I")
+#: An expiry record's time, milliseconds since the Unix epoch: big-endian unsigned 64-bit.
+EXPIRY_TIME = struct.Struct("!Q")
+#: The bytes an expiry record adds to its key: the lengths, the time and the checksum.
+EXPIRY_OVERHEAD = EMPTY_RECORD_SIZE + EXPIRY_TIME_SIZE
 _NON_ZERO = re.compile(b"[^\\0]")
 
 
@@ -61,6 +70,34 @@ def encode_put(key, value):
 def encode_delete(key):
     """The bytes of a record deleting the bytes ``key``."""
     return LENGTHS.pack(len(key), DELETED) + key + CHECKSUM.pack(checksum(key))
+
+
+def encode_expiry(key, expires_at):
+    """The bytes of an expiry record: the put of ``key`` before it expires at ``expires_at``.
+
+    ``expires_at`` is milliseconds since the Unix epoch (docs/FORMAT.md, "Expiry").
+    """
+    time = EXPIRY_TIME.pack(expires_at)
+    return LENGTHS.pack(len(key), EXPIRES) + key + time + CHECKSUM.pack(checksum(key, time))
+
+
+def encode_expiring(key, value, expires_at):
+    """The batch record of a put of ``key`` and its expiry record: ``value`` until ``expires_at``.
+
+    Both bytes; ``expires_at`` in milliseconds since the Unix epoch. One
+    batch, so that no replay holds the put without its expiry
+    (docs/FORMAT.md, "Expiry"). A body over ``MAX_LENGTH`` bytes raises
+    ValueError.
+    """
+    body = encode_put(key, value) + encode_expiry(key, expires_at)
+    if len(body) > MAX_LENGTH:
+        raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+    return _batch_of(body)
+
+
+def _batch_of(body):
+    """The batch record of the records ``body`` (bytes): its lengths, its CRC-32, the body."""
+    return LENGTHS.pack(len(body), BATCH) + CHECKSUM.pack(crc32(body)) + body
 
 
 def as_bytes(item, what):
@@ -129,42 +166,67 @@ def encode_batch(changes):
             placed.append((key, start, len(value)))
     if len(body) > MAX_LENGTH:
         raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
-    return LENGTHS.pack(len(body), BATCH) + CHECKSUM.pack(crc32(body)) + body, placed
+    return _batch_of(body), placed
 
 
-def batch_puts(record):
-    """Where the puts of the batch record ``record`` (bytes) put values, as ``encode_batch`` says.
+def batch_puts(record, expirable):
+    """Where the puts of the batch record ``record`` (bytes) put values, as ``encode_batch`` says,
+    and whether it holds an expiry record.
 
     ``record`` may come from any code: ValueError (``_messages.NOT_A_BATCH``)
     unless it is one whole batch record (``whole_batch``) whose body is
     sound records back to back (``_batch_fits``), as a replay requires,
-    all of them puts.
+    all of them puts, or with ``expirable`` (a file of format 2.1) expiry
+    records of the put before them, which are no change of their own.
     """
     size = len(record)
     if size < BATCH_HEAD_SIZE:
         raise ValueError(_messages.NOT_A_BATCH)
     body_length, kind = LENGTHS.unpack_from(record)
     if kind != BATCH or body_length <= 0 or BATCH_HEAD_SIZE + body_length != size or not (
-        whole_batch(record, 0, body_length, size) and _batch_fits(record, BATCH_HEAD_SIZE,
-                                                                  body_length)
+        whole_batch(record, 0, body_length, size)
+        and _batch_fits(record, BATCH_HEAD_SIZE, body_length, expirable)
     ):
         raise ValueError(_messages.NOT_A_BATCH)
     placed = []
+    expiring = False
     position = BATCH_HEAD_SIZE
     while position < size:
         key_length, value_length = LENGTHS.unpack_from(record, position)
         if value_length == DELETED:
             raise ValueError(_messages.NOT_A_BATCH)
         start = position + LENGTHS_SIZE + key_length
+        if value_length == EXPIRES:
+            expiring = True
+            position = start + EXPIRY_TIME_SIZE + CHECKSUM_SIZE
+            continue
         placed.append((record[position + LENGTHS_SIZE:start], start, value_length))
         position = start + value_length + CHECKSUM_SIZE
-    return placed
+    return placed, expiring
 
 
 def holds_batches(data, path):
-    """Whether the data file whose first bytes are ``data`` is of a format with batch records."""
-    major, _ = check_header(data[:HEADER_SIZE], path)
-    return major >= BATCH_FORMAT
+    """Whether the data file whose first bytes are ``data`` may hold batch records, and expiry
+    records (both bools)."""
+    version = check_header(data[:HEADER_SIZE], path)
+    return version[0] >= BATCH_FORMAT, version >= EXPIRY_VERSION
+
+
+def expiry_after(data, start, end, key):
+    """The time of the expiry record of ``key`` at ``start`` in ``data``, or None if none is there.
+
+    ``start`` is where a put of ``key`` ends, ``end`` where ``data``'s log
+    does. An expiry record lies only right after the put of its key, in
+    the same batch (docs/FORMAT.md, "Expiry"), so its lengths, its key
+    and ``end`` are all that tell it; the batch's checksum vouched for it.
+    """
+    stop = start + EXPIRY_OVERHEAD + len(key)
+    if stop > end or LENGTHS.unpack_from(data, start) != (len(key), EXPIRES):
+        return None
+    time_start = start + LENGTHS_SIZE + len(key)
+    if data[start + LENGTHS_SIZE : time_start] != key:
+        return None
+    return EXPIRY_TIME.unpack_from(data, time_start)[0]
 
 
 def checksum_matches(data, key, value_start, end):
@@ -322,36 +384,67 @@ def whole_batch(data, position, body_length, end):
         return crc32(body) == stored
 
 
-def _batch_fits(data, position, length):
+def kept_expiring(data, start, stop, end, key, now):
+    """What a compaction writes of the live put of ``key`` from ``start`` to ``stop`` in ``data``
+    (whose log ends at ``end``), if an expiry record follows it.
+
+    None if none does (the put is copied as it is); False if one does
+    whose checksum fails (damage: the put's expiry cannot be told); b""
+    if it expired by ``now`` (the put is left out); else the batch record
+    of the put and its expiry record, as ``encode_expiring`` writes it
+    (docs/FORMAT.md, "Expiry").
+    """
+    expires_at = expiry_after(data, stop, end, key)
+    if expires_at is None:
+        return None
+    time_start = stop + LENGTHS_SIZE + len(key)
+    expiry_end = time_start + EXPIRY_TIME_SIZE + CHECKSUM_SIZE
+    if not checksum_matches(data, key, time_start, expiry_end):
+        return False
+    if expires_at <= now:
+        return b""
+    return _batch_of(data[start:expiry_end])
+
+
+def _batch_fits(data, position, length, expirable):
     """True if the ``length`` bytes at ``position`` are sound records back to back, none a batch.
 
     A batch's body, checked once before its records are walked, so that
     they need no check of their own: their lengths are possible, none
     crosses the body's end, and each one's checksum matches (a compaction
     copies them out of the batch, where a record with zeros and a failing
-    checksum would read as lost data).
+    checksum would read as lost data). An expiry record is one only with
+    ``expirable`` (a file of format 2.1) and right after a put of its key.
     """
     end = position + length
+    put_key = None  # the key of the record before, if it was a put
     with memoryview(data) as view:
         while end - position >= LENGTHS_SIZE:
-            position = _body_record_end(view, position, end)
-            if position is None:
+            record_end = _body_record_end(view, position, end)
+            if record_end is None:
                 return False
+            key_length, value_length = LENGTHS.unpack_from(view, position)
+            key = bytes(view[position + LENGTHS_SIZE : position + LENGTHS_SIZE + key_length])
+            if value_length == EXPIRES and (not expirable or key != put_key):
+                return False
+            put_key = key if value_length >= 0 else None
+            position = record_end
     return position == end
 
 
 def _body_record_end(view, position, end):
     """Where the record at ``position`` ends if a batch's body may hold it, else None.
 
-    It may if its lengths are possible and not a batch's, it ends by
-    ``end`` and its checksum matches. ``view`` is a memoryview of the
-    data, with at least the record's lengths from ``position``.
+    It may if its lengths are possible and not a batch's (an expiry
+    record's are), it ends by ``end`` and its checksum matches. ``view``
+    is a memoryview of the data, with at least the record's lengths from
+    ``position``.
     """
     key_length, value_length = LENGTHS.unpack_from(view, position)
-    if key_length < 0 or value_length < DELETED:
+    if key_length < 0 or value_length < EXPIRES or value_length == BATCH:
         return None
     value_start = position + LENGTHS_SIZE + key_length
-    record_end = value_start + max(value_length, 0) + CHECKSUM_SIZE
+    record_end = value_start + _value_size(value_length) + CHECKSUM_SIZE
     if record_end > end:
         return None
     key = view[position + LENGTHS_SIZE : value_start]
@@ -392,6 +485,14 @@ def cut_batch(data, position, end):
     return True
 
 
+def _value_size(value_length):
+    """The bytes between the key and the checksum of a record of ``value_length``: its value's,
+    none for a delete, an expiry record's time."""
+    if value_length == EXPIRES:
+        return EXPIRY_TIME_SIZE
+    return max(value_length, 0)
+
+
 def _runs_past(data, position, end):
     """True if the record at ``position``, of possible lengths and no batch, runs past ``end``.
 
@@ -400,9 +501,9 @@ def _runs_past(data, position, end):
     if end - position < LENGTHS_SIZE:
         return True
     key_length, value_length = LENGTHS.unpack_from(data, position)
-    if key_length < 0 or value_length < DELETED:
+    if key_length < 0 or value_length < EXPIRES or value_length == BATCH:
         return False
-    return position + EMPTY_RECORD_SIZE + key_length + max(value_length, 0) > end
+    return position + EMPTY_RECORD_SIZE + key_length + _value_size(value_length) > end
 
 
 def _zero_run_end(data, position, end):
@@ -412,7 +513,7 @@ def _zero_run_end(data, position, end):
     return position + (stop - position) // EMPTY_RECORD_SIZE * EMPTY_RECORD_SIZE
 
 
-def walk(data, start, path, base=0, end=None, batches=False):
+def walk(data, start, path, base=0, end=None, batches=False, expirable=False):
     """Yield the complete records of ``data`` from ``start`` on, in log order.
 
     ``data`` (bytes or a memory map) holds a data file from its offset
@@ -427,7 +528,9 @@ def walk(data, start, path, base=0, end=None, batches=False):
     With ``batches`` (a file of format 2), a batch record yields the
     records of its body, once its body's checksum matches; one whose
     checksum fails is treated as lost data. Its records end where the
-    batch does, so the last one's end is the batch's.
+    batch does, so the last one's end is the batch's. With ``expirable``
+    (format 2.1), a body may hold expiry records: one is yielded with the
+    value length ``EXPIRES``, its "value" the time's 8 bytes.
 
     Each record's lengths are checked before they are used: impossible
     ones raise :func:`corrupt_record`'s DBMLoadError, with the record's
@@ -452,13 +555,21 @@ def walk(data, start, path, base=0, end=None, batches=False):
         if value_length == BATCH and batches and position >= batch_end and key_length > 0:
             if not whole_batch(data, position, key_length, end):
                 return  # running past the end, or lost data
-            if not _batch_fits(data, position + BATCH_HEAD_SIZE, key_length):
+            if not _batch_fits(data, position + BATCH_HEAD_SIZE, key_length, expirable):
                 raise corrupt_record(path, base + position, key_length, value_length)
             position += BATCH_HEAD_SIZE
             batch_end = position + key_length
             continue
         if key_length < 0 or value_length < DELETED:
-            raise corrupt_record(path, base + position, key_length, value_length)
+            if value_length != EXPIRES or position >= batch_end:
+                raise corrupt_record(path, base + position, key_length, value_length)
+            # An expiry record, in a body that _batch_fits checked.
+            key_start = position + LENGTHS_SIZE
+            value_start = key_start + key_length
+            record_end = value_start + EXPIRY_TIME_SIZE + CHECKSUM_SIZE
+            yield position, data[key_start:value_start], value_start, EXPIRES, record_end
+            position = record_end
+            continue
         key_start = position + LENGTHS_SIZE
         value_start = key_start + key_length
         record_end = value_start + (value_length if value_length > 0 else 0) + CHECKSUM_SIZE
@@ -480,18 +591,22 @@ def walk(data, start, path, base=0, end=None, batches=False):
 
 
 #: What one walk over a whole data file finds (``_interface.summarize_log``).
-LogSummary = namedtuple("LogSummary", "records end corrupt_at keys live_bytes bad_checksums")
+LogSummary = namedtuple(
+    "LogSummary", "records end corrupt_at keys live_bytes bad_checksums expired_bytes"
+)
 
 
 def summarize_log(data, check_checksums, progress, path):
     """``_interface.summarize_log`` in Python: :func:`walk`, a dict of live records.
 
     Checksums are read through a view, so that a large value is not copied.
+    An expiry record counts with its put, not as a record of its own.
     """
     if len(data) < HEADER_SIZE:
         raise ValueError(_messages.SHORTER_THAN_HEADER % HEADER_SIZE)
-    batches = holds_batches(data, path)
+    batches, expirable = holds_batches(data, path)
     live = {}
+    expiries = {}  # key: where its live put starts, and when that expires
     records = 0
     end = HEADER_SIZE
     corrupt_at = None
@@ -500,11 +615,14 @@ def summarize_log(data, check_checksums, progress, path):
     with memoryview(data) as view:
         try:
             for start, key, value_start, value_length, end in walk(
-                data, HEADER_SIZE, path, batches=batches
+                data, HEADER_SIZE, path, batches=batches, expirable=expirable
             ):
-                records += 1
                 if check_checksums and not checksum_matches(view, key, value_start, end):
                     bad.append(start)
+                if value_length == EXPIRES:
+                    expiries[key] = (live[key][0], EXPIRY_TIME.unpack_from(data, value_start)[0])
+                    continue
+                records += 1
                 if value_length == DELETED:
                     live.pop(key, None)
                 else:
@@ -516,6 +634,7 @@ def summarize_log(data, check_checksums, progress, path):
             corrupt_at = end = exc.offset
     if progress is not None:
         progress(end, len(data))
+    now = _expiry.now()
     live_starts = {start for start, _ in live.values()}
     return LogSummary(
         records=records,
@@ -524,4 +643,8 @@ def summarize_log(data, check_checksums, progress, path):
         keys=len(live),
         live_bytes=sum(size for _, size in live.values()),
         bad_checksums=[(offset, offset in live_starts) for offset in bad],
+        expired_bytes=sum(
+            live[key][1] for key, (start, expires_at) in expiries.items()
+            if key in live and live[key][0] == start and expires_at <= now
+        ),
     )

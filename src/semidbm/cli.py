@@ -27,7 +27,7 @@ import warnings
 
 from . import __version__, _examine, _order, db, migrate, shelf
 from ._progress import Progress, human_bytes, quantity
-from .format import BATCH_FORMAT, TORN_PREFIX
+from .format import BATCH_FORMAT, TORN_PREFIX, VERSIONS
 
 #: Exit statuses.
 OK, FAILED, BAD_ARGUMENTS, DAMAGED = 0, 1, 2, 3
@@ -222,11 +222,12 @@ def build_parser():
     sub = command(
         "upgrade",
         run_upgrade,
-        "convert a database to format 2.0, which has atomic batches",
-        "Rewrite DB in format 2.0 by compacting it, so that it has atomic "
-        "batches (Database.batch). semidbm 0.5.1 cannot open a database of "
-        "format 2.0; db.compact(format=1) turns it back. A database of "
-        "format 2 already is left as it is.",
+        "convert a database to format 2.1, which has atomic batches and expiring values",
+        "Rewrite DB in format 2.1 by compacting it, so that it has atomic "
+        "batches (Database.batch) and values that expire (Database.set). "
+        "semidbm 0.5.1 cannot open a database of format 2; "
+        "db.compact(format=1) turns it back. A database of format 2.1 "
+        "already is left as it is.",
     )
     sub.add_argument("database", metavar="DB")
 
@@ -351,6 +352,7 @@ def run_stats(args):
         "keys": found.keys,
         "records": found.records,
         "live_bytes": found.live_bytes,
+        "expired_bytes": found.expired_bytes,
         "dead_bytes": found.dead_bytes,
         "compaction_frees": found.reclaimable,
         "torn_tail": found.tail,
@@ -374,6 +376,7 @@ def run_stats(args):
         ("keys", "{:,}".format(found.keys)),
         ("records", "{:,}".format(found.records)),
         ("live bytes", _bytes(found.live_bytes)),
+        ("expired bytes", _bytes(found.expired_bytes)),
         ("dead bytes", _bytes(found.dead_bytes)),
         ("compaction frees", _bytes(found.reclaimable, "%.1f%%" % (share * 100))),
     ]
@@ -696,10 +699,10 @@ def run_compact(args):
 
 
 def run_upgrade(args):
-    """``upgrade``: compact into format 2.0, unless the database is of format 2 already."""
+    """``upgrade``: compact into the latest format, 2.1, unless the database is of it already."""
     with db.open(args.database, "w") as database:
         before = database.format_version
-        if before[0] < BATCH_FORMAT:
+        if before < VERSIONS[BATCH_FORMAT]:
             database.compact(format=BATCH_FORMAT)
         after = database.format_version
     if before == after:

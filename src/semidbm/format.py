@@ -1,4 +1,4 @@
-"""Constants of the on-disk format (versions 1.1, as semidbm 0.4 and 0.5, and 2.0; docs/FORMAT.md).
+"""Constants of the on-disk format (1.1, as semidbm 0.4 and 0.5, 2.0 and 2.1; docs/FORMAT.md).
 
 A database is a directory holding a file ``data``: an 8-byte header
 (magic ``SEMI``, major and minor version as big-endian 16-bit numbers)
@@ -6,7 +6,9 @@ followed by records. A put record is key length and value length
 (big-endian signed 32-bit), the key, the value and a CRC-32 of key and
 value. A delete record has value length -1 and no value. Format 2.0
 adds the batch record (value length -2), whose records count all or not
-at all; a database has it only if asked for (``BATCH_FORMAT``).
+at all; a database has it only if asked for (``BATCH_FORMAT``). Format
+2.1 adds the expiry record (value length -3), which gives the put before
+it in a batch a time at which it expires (``EXPIRY_VERSION``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from .errors import DBMLoadError
 MAGIC = b"SEMI"
 #: The header's major and minor version, after the magic.
 _VERSION = struct.Struct("!HH")
-#: The version each major format is written as: 1.1 (0.5.1's, the default) and 2.0 (batches).
-VERSIONS = {1: (1, 1), 2: (2, 0)}
+#: The version each major format is written as: 1.1 (0.5.1's, the default) and 2.1 (batches,
+#: and expiry records).
+VERSIONS = {1: (1, 1), 2: (2, 1)}
 #: The major format a new database gets unless ``open(format=)`` says otherwise.
 DEFAULT_FORMAT = 1
 #: The first major format with batch records (docs/FORMAT.md, "Batches").
@@ -35,6 +38,13 @@ CHECKSUM_SIZE = 4
 DELETED = -1
 #: The value length that marks a batch record (format 2 on): its key length is the body's.
 BATCH = -2
+#: The value length that marks an expiry record (format 2.1 on, in a batch's body only, right
+#: after a put of its key): the time at which that put expires (docs/FORMAT.md, "Expiry").
+EXPIRES = -3
+#: The first format version with expiry records.
+EXPIRY_VERSION = (2, 1)
+#: An expiry record's time: milliseconds since the Unix epoch, big-endian unsigned 64-bit.
+EXPIRY_TIME_SIZE = 8
 #: A batch record's bytes before its body: the two lengths and the body's CRC-32.
 BATCH_HEAD_SIZE = LENGTHS_SIZE + CHECKSUM_SIZE
 #: Largest key or value length the signed 32-bit fields can hold.

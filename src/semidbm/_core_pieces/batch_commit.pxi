@@ -111,8 +111,10 @@ cdef object batch_append(Store store, bytes record):
     Refused (ValueError, nothing written) unless it is one whole batch
     record whose body is sound records back to back (``whole_batch``,
     ``parser_batch_fits``: what a replay requires of a batch), all of
-    them puts: it may come from any code. Then appended and applied as
-    ``batch_commit`` appends and applies the record it encodes.
+    them puts, or in a file of format 2.1 expiry records of the put
+    before them (``Database.set``'s): it may come from any code. Then
+    appended and applied as ``batch_commit`` appends and applies the
+    record it encodes.
     """
     cdef const char* data = PyBytes_AS_STRING(record)
     cdef uint64_t size = <uint64_t>PyBytes_GET_SIZE(record)
@@ -123,7 +125,7 @@ cdef object batch_append(Store store, bytes record):
     if size < RECORD_OVERHEAD or <int32_t>load_be32(data + 4) != BATCH or body_size <= 0 or (
         <uint64_t>body_size + RECORD_OVERHEAD != size
     ) or not whole_batch(data, 0, body_size, size) or not parser_batch_fits(
-        data, RECORD_OVERHEAD, size
+        data, RECORD_OVERHEAD, size, store.log.expirable
     ):
         raise ValueError(_messages.NOT_A_BATCH)
     puts = batch_puts(data + RECORD_OVERHEAD, body_size)
@@ -133,7 +135,7 @@ cdef object batch_append(Store store, bytes record):
 
 
 cdef Py_ssize_t batch_puts(const char* body, int32_t body_size) noexcept nogil:
-    """The number of records in the sound batch body ``body``, or -1 if one is a delete."""
+    """The number of puts in the sound batch body ``body``, or -1 if a record is a delete."""
     cdef int32_t position = 0
     cdef int32_t value_size
     cdef Py_ssize_t puts = 0
@@ -141,6 +143,9 @@ cdef Py_ssize_t batch_puts(const char* body, int32_t body_size) noexcept nogil:
         value_size = <int32_t>load_be32(body + position + 4)
         if value_size == DELETED:
             return -1
+        if value_size == EXPIRES:  # its put's, counted
+            position += <int32_t>(EXPIRY_OVERHEAD + load_be32(body + position))
+            continue
         position += <int32_t>(RECORD_OVERHEAD + load_be32(body + position) + value_size)
         puts += 1
     return puts
@@ -150,9 +155,11 @@ cdef int batch_index(Store store, uint64_t offset, const char* record,
                      Py_ssize_t body_size) except -1:
     """Apply the records of the batch record at ``offset`` (its bytes at ``record``) to the index.
 
-    As a replay applies records; the table has room for every put. If the
-    mapped index file proves damaged, it is dropped, and the replay of the
-    whole log that follows applies this batch too.
+    As a replay applies records; the table has room for every put. An
+    expiry record is stepped over, and tells reads to look for one
+    (``log.expiring``). If the mapped index file proves damaged, it is
+    dropped, and the replay of the whole log that follows applies this
+    batch too.
     """
     cdef uint64_t position = offset + RECORD_OVERHEAD
     cdef uint64_t end = position + <uint64_t>body_size
@@ -164,6 +171,10 @@ cdef int batch_index(Store store, uint64_t offset, const char* record,
         at = record + (position - offset)
         key_size = <int32_t>load_be32(at)
         value_size = <int32_t>load_be32(at + 4)
+        if value_size == EXPIRES:
+            store.log.expiring = True
+            position += EXPIRY_OVERHEAD + <uint64_t>key_size
+            continue
         hashed = hash_key(store.index.seed, at + LENGTHS_SIZE, key_size)
         if value_size == DELETED:
             result = index_delete(&store.index, hashed, position)

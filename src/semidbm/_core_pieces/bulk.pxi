@@ -445,7 +445,10 @@ cdef list bulk_get(Store store, object keys, object default):
             if keys_find(store, targets[at].key, targets[at].size, targets[at].hashed,
                          &offset) == 1:
                 value = store.value_at(offset, &value_size)
-                item = PyBytes_FromStringAndSize(value, value_size)
+                if store.log.expiring and store.expired(offset):
+                    item = default
+                else:
+                    item = PyBytes_FromStringAndSize(value, value_size)
             else:
                 item = default
             Py_INCREF(item)

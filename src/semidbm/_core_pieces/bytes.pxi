@@ -13,6 +13,10 @@ cdef enum:
     RECORD_OVERHEAD = LENGTHS_SIZE + CHECKSUM_SIZE
     DELETED = -1
     BATCH = -2
+    EXPIRES = -3
+    EXPIRY_TIME_SIZE = 8
+    # An expiry record's bytes beside its key (docs/FORMAT.md, "Expiry").
+    EXPIRY_OVERHEAD = RECORD_OVERHEAD + EXPIRY_TIME_SIZE
     # The unit in which a disk loses file data (docs/FORMAT.md, "Lost pages"),
     # and the smallest it writes whole (a seal stays within it: "Zero runs").
     DISK_PAGE = 4096
@@ -34,6 +38,8 @@ def _format_constants():
         "RECORD_OVERHEAD": RECORD_OVERHEAD,
         "DELETED": DELETED,
         "BATCH": BATCH,
+        "EXPIRES": EXPIRES,
+        "EXPIRY_TIME_SIZE": EXPIRY_TIME_SIZE,
         "DISK_PAGE": DISK_PAGE,
         "DISK_SECTOR": DISK_SECTOR,
         "INDEX_HEADER_SIZE": INDEX_HEADER_SIZE,
@@ -49,6 +55,14 @@ cdef inline uint32_t load_be32(const char* data) noexcept nogil:
     cdef const uint8_t* p = <const uint8_t*>data
     return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
             | (<uint32_t>p[2] << 8) | (<uint32_t>p[3]))
+
+
+# What ``log_expiry`` returns for a put without an expiry record: no time is later.
+cdef uint64_t NEVER = UINT64_MAX
+
+
+cdef inline uint64_t load_be64(const char* data) noexcept nogil:
+    return (<uint64_t>load_be32(data) << 32) | load_be32(data + 4)
 
 
 cdef inline void store_be32(char* data, uint32_t value) noexcept nogil:
@@ -141,6 +155,10 @@ cdef struct Log:
     char* buffer
     # The file is of format 2: it may hold batch records (docs/FORMAT.md, "Batches").
     bint batches
+    # The file is of format 2.1: its batches may hold expiry records ("Expiry").
+    bint expirable
+    # An expiry record is in the log: reads look for one after the put they read.
+    bint expiring
 
 
 cdef inline const char* log_record(const Log* log, uint64_t offset) noexcept nogil:
@@ -148,6 +166,28 @@ cdef inline const char* log_record(const Log* log, uint64_t offset) noexcept nog
     if offset >= log.disk_end:
         return log.buffer + (offset - log.disk_end)
     return log.map + offset
+
+
+cdef uint64_t log_expiry(const Log* log, uint64_t end, uint64_t put_end, const char* key,
+                         int32_t key_size) noexcept nogil:
+    """When the put of ``key`` that ends at ``put_end`` expires: the time its expiry record
+    holds, or ``NEVER`` if no expiry record follows it (docs/FORMAT.md, "Expiry").
+
+    ``end`` is where the log ends (the buffer's end, for a writer). An
+    expiry record lies only right after its put, in one batch, so it is
+    where the put is: wholly in the mapping (below ``disk_end``) or in
+    the buffer; its lengths and key tell it (the batch's checksum vouched
+    for them), and nothing is read past that region's end.
+    """
+    cdef uint64_t limit = log.disk_end if put_end < log.disk_end else end
+    cdef const char* found
+    if put_end > limit or limit - put_end < EXPIRY_OVERHEAD + <uint64_t>key_size:
+        return NEVER
+    found = log_record(log, put_end)
+    if (<int32_t>load_be32(found) != key_size or <int32_t>load_be32(found + 4) != EXPIRES
+            or memcmp(found + LENGTHS_SIZE, key, <size_t>key_size) != 0):
+        return NEVER
+    return load_be64(found + LENGTHS_SIZE + key_size)
 
 
 cdef inline void log_prefetch(const Log* log, uint64_t offset) noexcept nogil:

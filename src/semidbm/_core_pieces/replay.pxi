@@ -8,6 +8,8 @@
 # of bounds. Checksums are read only where a power cut may have left
 # zeros (``lost_data``, ``sound_record``), as ``_records.walk`` does, and
 # a batch record's always: its records count only if its checksum matches.
+# An expiry record (format 2.1, in a batch, after its put) is stepped over:
+# reads find it after the put (``log_expiry``); the parse notes that one exists.
 
 cdef enum:
     # Records the index rebuild parses at a time (a block).
@@ -58,6 +60,8 @@ cdef struct LogParser:
     uint64_t ahead        # the log is prefetched up to here
     uint64_t followed     # empty records before here are followed by a sound record
     bint batches          # the log may hold batch records (format 2)
+    bint expirable        # their bodies may hold expiry records (format 2.1)
+    bint expiring         # the parse stepped over an expiry record
     bint mapped           # map is the file's mapping, not a copy: checks let go of its pages
     uint64_t batch_end    # records before here are in a batch whose checksum matched
     bint corrupt          # stopped at a record with impossible lengths (at position):
@@ -117,11 +121,12 @@ cdef bint mapped_checksum_matches(const char* data, uint64_t position,
 
 
 cdef void parser_start(LogParser* parser, const char* data, uint64_t base, uint64_t seed,
-                       uint64_t position, uint64_t size, bint batches,
+                       uint64_t position, uint64_t size, bint batches, bint expirable,
                        bint mapped) noexcept nogil:
     """Set ``parser`` to parse ``data`` (the file from offset ``base``) from ``position`` to
-    ``size``, offsets of the file; ``batches``: the file is of format 2; ``mapped``: ``data``
-    is the data file's mapping (``semidbm_map``), whose pages a check may let go of."""
+    ``size``, offsets of the file; ``batches``: the file is of format 2; ``expirable``: of
+    2.1; ``mapped``: ``data`` is the data file's mapping (``semidbm_map``), whose pages a
+    check may let go of."""
     parser.map = data
     parser.mapped = mapped
     parser.base = base
@@ -131,6 +136,8 @@ cdef void parser_start(LogParser* parser, const char* data, uint64_t base, uint6
     parser.ahead = position - base
     parser.followed = position - base
     parser.batches = batches
+    parser.expirable = expirable
+    parser.expiring = False
     parser.batch_end = position - base
     parser.corrupt = False
 
@@ -150,7 +157,8 @@ cdef bint whole_batch(const char* data, uint64_t position, int32_t body_size,
         data + position + LENGTHS_SIZE)
 
 
-cdef bint parser_batch_fits(const char* data, uint64_t position, uint64_t end) noexcept nogil:
+cdef bint parser_batch_fits(const char* data, uint64_t position, uint64_t end,
+                            bint expirable) noexcept nogil:
     """True if the bytes from ``position`` to ``end`` are sound records back to back, none a batch.
 
     A batch's body, checked once before its records are parsed, so that
@@ -158,22 +166,33 @@ cdef bint parser_batch_fits(const char* data, uint64_t position, uint64_t end) n
     crosses the body's end, and each one's checksum matches, so that a
     compaction that copies them out of the batch copies sound records
     (outside a batch, a record with zeros and a failing checksum would
-    read as lost data).
+    read as lost data). An expiry record is one only with ``expirable``
+    (format 2.1) and right after a put of its key (``_records._batch_fits``).
     """
     cdef int32_t key_size, value_size
     cdef uint64_t record_size
+    cdef uint64_t put = end  # where the record before starts, if it was a put
     while end - position >= LENGTHS_SIZE:
         key_size = <int32_t>load_be32(data + position)
         value_size = <int32_t>load_be32(data + position + 4)
-        if key_size < 0 or value_size < DELETED:
+        if key_size < 0 or value_size < EXPIRES or value_size == BATCH:
             return False
         record_size = RECORD_OVERHEAD + <uint64_t>key_size
         if value_size > 0:
             record_size += <uint64_t>value_size
+        elif value_size == EXPIRES:
+            record_size += EXPIRY_TIME_SIZE
         if record_size > end - position:
             return False
         if not checksum_matches(data, position, key_size, position + record_size):
             return False
+        if value_size == EXPIRES and not (
+            expirable and put != end and <int32_t>load_be32(data + put) == key_size
+            and memcmp(data + put + LENGTHS_SIZE, data + position + LENGTHS_SIZE,
+                       <size_t>key_size) == 0
+        ):
+            return False
+        put = position if value_size >= 0 else end
         position += record_size
     return position == end
 
@@ -301,13 +320,19 @@ cdef size_t parse_block(LogParser* parser, Parsed* block) noexcept nogil:
             if not whole_batch(data, position, key_size, size):
                 break  # running past the end, or lost data
             if not parser_batch_fits(data, position + RECORD_OVERHEAD,
-                                     position + RECORD_OVERHEAD + <uint64_t>key_size):
+                                     position + RECORD_OVERHEAD + <uint64_t>key_size,
+                                     parser.expirable):
                 stop_at_corrupt(parser, key_size, value_size)
                 break
             position += RECORD_OVERHEAD
             batch_end = position + <uint64_t>key_size
             continue
         if key_size < 0 or value_size < DELETED:
+            if value_size == EXPIRES and position < batch_end:
+                # An expiry record, in a body that parser_batch_fits checked.
+                parser.expiring = True
+                position += EXPIRY_OVERHEAD + <uint64_t>key_size
+                continue
             stop_at_corrupt(parser, key_size, value_size)
             break
         record_end = position + RECORD_OVERHEAD + <uint64_t>key_size
@@ -525,7 +550,7 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
     cdef bint handed_over = False
     cdef Table* table = &index.table
     parser_start(&parser, data, base, index.seed, position, size, table.log.batches,
-                 data == table.log.map)
+                 table.log.expirable, data == table.log.map)
     if threaded_replay and size - position >= THREADED_REPLAY_MIN:
         ring = replay_start_parsing()
     try:
@@ -550,6 +575,9 @@ cdef uint64_t replay(Index* index, const char* data, uint64_t base,
             % (path, base + parser.position, parser.key_size, parser.value_size)
         )
     table_fit(table)
+    if parser.expiring:
+        # The one field of the Store's Log that a replay sets (the table reads the rest).
+        (<Log*>table.log).expiring = True
     return base + parser.position
 
 

@@ -35,10 +35,13 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
     memset(&index, 0, sizeof(Index))
     index.table.log = &log
     index.seed = random_seed()
-    log.batches = check_header(PyBytes_FromStringAndSize(data, HEADER_SIZE),
-                               path)[0] >= _BATCH_FORMAT
+    version = check_header(PyBytes_FromStringAndSize(data, HEADER_SIZE), path)
+    log.batches = version[0] >= _BATCH_FORMAT
+    log.expirable = version >= _EXPIRY_VERSION
+    log.expiring = False
     # Not mapped: summarize_log takes any buffer, which may be memory of its own.
-    parser_start(&parser, data, 0, index.seed, HEADER_SIZE, size, log.batches, False)
+    parser_start(&parser, data, 0, index.seed, HEADER_SIZE, size, log.batches, log.expirable,
+                 False)
     try:
         while parsed == REPLAY_BLOCK:
             parsed = parse_block(&parser, block)
@@ -63,6 +66,8 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
             keys=index.table.count,
             live_bytes=live_record_bytes(&index.table),
             bad_checksums=[(offset, record_is_live(&index, offset)) for offset in bad],
+            expired_bytes=expired_record_bytes(&index.table, _expiry.now())
+            if parser.expiring else 0,
         )
     finally:
         table_clear(&index.table)
@@ -83,6 +88,25 @@ cdef uint64_t live_record_bytes(const Table* table) noexcept nogil:
         if table.slots[at].offset:
             record = log_record(table.log, table.slots[at].offset)
             total += <uint64_t>RECORD_OVERHEAD + load_be32(record) + <uint64_t>load_be32(record + 4)
+    return total
+
+
+cdef uint64_t expired_record_bytes(const Table* table, uint64_t now) noexcept nogil:
+    """The bytes of the records the table points at (as ``live_record_bytes`` counts them) whose
+    expiry record (``log_expiry``) says that they expired by ``now``."""
+    cdef uint64_t total = 0
+    cdef size_t at
+    cdef const char* record
+    cdef int32_t key_size
+    cdef uint64_t size
+    for at in range(table.capacity):
+        if table.slots[at].offset:
+            record = log_record(table.log, table.slots[at].offset)
+            key_size = <int32_t>load_be32(record)
+            size = <uint64_t>RECORD_OVERHEAD + <uint64_t>key_size + load_be32(record + 4)
+            if log_expiry(table.log, table.log.disk_end, table.slots[at].offset + size,
+                          record + LENGTHS_SIZE, key_size) <= now:
+                total += size
     return total
 
 
