@@ -9,13 +9,14 @@ names the choice: ``"cython"`` or ``"python"``.
 
 import importlib
 import os
+from types import ModuleType
 
 #: Kernel module for each implementation name.
 MODULES = {"cython": "semidbm._core", "python": "semidbm._pure"}
 #: Each kernel module :func:`load` imported, by name: a pickled handle loads its kernel
 #: again in every process it reaches, and the import system's own look-up of a module it
 #: holds runs many times the Python (and in a process just forked, touches many pages).
-_LOADED = {}
+_LOADED: dict[str, ModuleType] = {}
 
 
 def load(name):
