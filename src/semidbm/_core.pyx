@@ -616,17 +616,20 @@ cdef class Store:
 
     def __contains__(self, key):
         cdef Borrowed borrowed
-        cdef uint64_t offset
         self.check_open()
         if self.index.table.pending_count:
             keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
-            return keys_find(self, borrowed.data, borrowed.size,
-                             hash_key(self.index.seed, borrowed.data, borrowed.size),
-                             &offset) == 1
+            return self.holds(borrowed.data, borrowed.size)
         finally:
             give_back(&borrowed)
+
+    cdef inline bint holds(self, const char* key, Py_ssize_t key_size) except -1:
+        """Whether ``key`` (``key_size`` bytes) is live; the caller has checked the store."""
+        cdef uint64_t offset
+        return keys_find(self, key, key_size, hash_key(self.index.seed, key, key_size),
+                         &offset) == 1
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
@@ -648,6 +651,17 @@ cdef class Store:
         return 0
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
+        """The value of ``key`` (``key_size`` bytes); KeyError of ``original`` if it is missing.
+
+        The caller has checked the store (``check_reads``).
+        """
+        value = self.find(key, key_size)
+        if value is None:
+            raise KeyError(original)
+        return value
+
+    cdef inline object find(self, const char* key, Py_ssize_t key_size):
+        """The value of ``key`` (``key_size`` bytes) as bytes, or None if it is missing."""
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
         cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
@@ -657,7 +671,7 @@ cdef class Store:
         if slot >= 0:
             offset = self.index.table.slots[slot].offset
         elif self.index.base.table.capacity == 0:
-            raise KeyError(original)
+            return None
         else:
             if not base_near_home(&self.index.base, key, key_size, hashed, &slot, &offset,
                                   &found_size):
@@ -670,7 +684,7 @@ cdef class Store:
                     return PyBytes_FromStringAndSize(
                         self.log.map + offset + LENGTHS_SIZE + key_size, found_size)
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
-                raise KeyError(original)
+                return None
         value = self.value_at(offset, &value_size)
         return PyBytes_FromStringAndSize(value, value_size)
 
@@ -905,24 +919,21 @@ cdef class Store:
     # --- a sharded database's reads (shards.pxi), for semidbm.sharded ---
 
     @staticmethod
-    def _routed_get(list shards, key):
-        """``shards[zlib.crc32(key) % len(shards)][key]``, routed in C; ``shards`` are Stores."""
-        return shards_get(shards, key)
-
-    @staticmethod
-    def _routed_get_many(list shards, keys, default=None):
-        """``get_many`` of ``keys`` across ``shards`` (Stores), each routed as ``_routed_get``."""
+    def _routed_get_many(tuple shards, keys, default=None):
+        """``get_many`` of ``keys`` across ``shards`` (Stores), each key in the shard that
+        ``ShardRouter`` routes it to."""
         return shards_get_many(shards, keys, default)
 
     @staticmethod
     def _routed_split(pairs, Py_ssize_t count):
-        """``pairs`` split among ``count`` shards, routed as ``_routed_get``: a dict per shard."""
+        """``pairs`` split among ``count`` shards, routed as ``ShardRouter`` routes: a dict per
+        shard."""
         return shards_split(pairs, count)
 
     @staticmethod
     def _routed_batches(pairs, Py_ssize_t count):
-        """``pairs`` encoded as a batch record per shard of ``count`` (routed as ``_routed_get``),
-        for ``_commit_encoded``; None for a shard without any."""
+        """``pairs`` encoded as a batch record per shard of ``count`` (routed as ``ShardRouter``
+        routes), for ``_commit_encoded``; None for a shard without any."""
         return shards_batches(pairs, count)
 
     @property
