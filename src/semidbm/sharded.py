@@ -595,7 +595,9 @@ class ShardedDatabase(_Router, MutableMapping):  # type: ignore[type-arg]
     part of the keys. After :meth:`close` every operation raises
     :class:`semidbm.error`. A reader or a shared writer pickles as what
     opens it again (each shard at its first use); an exclusive writer
-    does not.
+    does not. ``db[key]``, ``key in db`` and :meth:`get` are the kernel's
+    ``ShardRouter``'s: on the compiled kernel, C slots, with no Python
+    frame between the call and the shard's lookup.
     """
 
     __slots__ = ("_path", "_flag", "_rule", "_hash", "_count", "_cursor", "_routed_get_many",
