@@ -651,17 +651,6 @@ cdef class Store:
         return 0
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original):
-        """The value of ``key`` (``key_size`` bytes); KeyError of ``original`` if it is missing.
-
-        The caller has checked the store (``check_reads``).
-        """
-        value = self.find(key, key_size)
-        if value is None:
-            raise KeyError(original)
-        return value
-
-    cdef inline object find(self, const char* key, Py_ssize_t key_size):
-        """The value of ``key`` (``key_size`` bytes) as bytes, or None if it is missing."""
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
         cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
@@ -671,7 +660,7 @@ cdef class Store:
         if slot >= 0:
             offset = self.index.table.slots[slot].offset
         elif self.index.base.table.capacity == 0:
-            return None
+            raise KeyError(original)
         else:
             if not base_near_home(&self.index.base, key, key_size, hashed, &slot, &offset,
                                   &found_size):
@@ -684,7 +673,7 @@ cdef class Store:
                     return PyBytes_FromStringAndSize(
                         self.log.map + offset + LENGTHS_SIZE + key_size, found_size)
             elif slot != DAMAGED or keys_find_in_base(self, key, key_size, hashed, &offset) != 1:
-                return None
+                raise KeyError(original)
         value = self.value_at(offset, &value_size)
         return PyBytes_FromStringAndSize(value, value_size)
 

@@ -91,8 +91,10 @@ cdef class ShardRouter:
         try:
             if isinstance(shard, Store):
                 (<Store>shard).check_reads()
-                value = (<Store>shard).find(borrowed.data, borrowed.size)
-                return default if value is None else value
+                try:
+                    return (<Store>shard).get(borrowed.data, borrowed.size, key)
+                except KeyError:  # only a missing key's: the lookup raises no other
+                    return default
         finally:
             give_back(&borrowed)
         return shard.get(key, default)
