@@ -347,6 +347,19 @@ def test_each_kernels_router_reads_a_key_as_its_shard_does(router, kernel, shard
             read(b"k1")
 
 
+@pytest.mark.parametrize("flag", ["c", "cm"])
+def test_a_writer_reads_its_own_writes_through_the_routing(sharded_open, spath, flag):
+    """An exclusive or shared writer's ``[]``, ``in`` and ``get`` find its latest writes, still
+    in its shards' buffers."""
+    with sharded_open(spath, flag, shards=3) as writer:
+        writer.update(numbered(20))
+        writer[b"k3"] = b"new"
+        del writer[b"k4"]
+        assert (writer[b"k3"], b"k4" in writer, b"k5" in writer) == (b"new", False, True)
+        assert (writer.get(b"k4", b"d"), writer.get(b"k5"), writer.get("k3")) == (
+            b"d", b"v5", b"new")
+
+
 class Closer:
     """Closes ``database`` when collected: a finalizer that runs in the middle of a read."""
 
