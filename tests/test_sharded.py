@@ -479,6 +479,16 @@ def test_no_shard_is_refused_alike_in_c_and_in_python(count):
             split([(b"a", b"1")], count)
 
 
+def test_the_routed_get_many_refuses_no_shard_and_no_tuple():
+    """An empty tuple is no shard; None is no tuple, refused before C reads a count of shards
+    from it (the macro reads past the object: None was let through, to a ValueError)."""
+    store = compiled_store()
+    with pytest.raises(ValueError, match="no shard"):
+        store._routed_get_many((), [b"a"])
+    with pytest.raises(TypeError):
+        store._routed_get_many(None, [b"a"])
+
+
 def test_encoded_batches_are_what_each_shard_commits(kernel, sharded_open, spath):
     pairs = [("k%d" % number, b"v%d" % number) for number in range(200)] + [("k3", "again")]
     with sharded_open(spath, "c", shards=4, format=2) as database:

@@ -908,7 +908,7 @@ cdef class Store:
     # --- a sharded database's reads (shards.pxi), for semidbm.sharded ---
 
     @staticmethod
-    def _routed_get_many(tuple shards, keys, default=None):
+    def _routed_get_many(tuple shards not None, keys, default=None):
         """``get_many`` of ``keys`` across ``shards`` (Stores), each key in the shard that
         ``ShardRouter`` routes it to."""
         return shards_get_many(shards, keys, default)
