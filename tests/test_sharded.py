@@ -7,6 +7,7 @@ in test_dbm_contract.
 
 import collections
 import concurrent.futures
+import contextlib
 import copy
 import errno
 import functools
@@ -371,33 +372,58 @@ class Closer:
         self.database.close()
 
 
-@pytest.mark.parametrize("router", IMPLEMENTATIONS)
-def test_a_shard_closed_by_a_finalizer_as_its_key_is_read_is_found_closed(router, kernel,
-                                                                          sharded_open, spath):
-    """A collection as the router reads a key (a copy of a strided view, a new object) runs a
-    finalizer that closes the shards: the read raises semidbm.error; it never looks in a shard
-    closed after its check (which would answer KeyError, False or None)."""
-    with sharded_open(spath, "c", shards=2) as database:
-        database.update(numbered(10))
+class ClosingKey:
+    """The key ``b"k7"`` as a buffer whose export first closes ``database`` (Python 3.12 on)."""
+
+    def __init__(self, database):
+        self.database = database
+
+    def __buffer__(self, flags):
+        self.database.close()
+        return memoryview(b"k7")
+
+
+@contextlib.contextmanager
+def closed_as_read(database):
+    """A key whose reading runs Python code that closes ``database``: where Python code can be
+    a buffer (3.12 on), a ClosingKey; before, a strided view, whose copy is a new object made
+    with a collection due, which frees a Closer. Enter it inside ``pytest.raises``: once the
+    collection is due, nothing may make an object before the read."""
+    if sys.version_info >= (3, 12):
+        yield ClosingKey(database)
+        return
     key = memoryview(b"kk77")[::2]
     thresholds = gc.get_threshold()
-    reads = [lambda routes: routes[key], lambda routes: key in routes,
-             lambda routes: routes.get(key)]
+    gc.collect()
+    gc.disable()
+    try:
+        Closer(database)
+        assert not database.closed
+        held = [[] for _ in range(4)]  # new objects, so that the count is past the threshold
+        gc.set_threshold(1)
+        gc.enable()
+        yield key
+        del held
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.enable()
+
+
+@pytest.mark.parametrize("router", IMPLEMENTATIONS)
+def test_a_shard_closed_as_its_key_is_read_is_found_closed(router, kernel, sharded_open, spath):
+    """Python code that runs as the router reads a key (a finalizer, or the key's buffer)
+    closes the shards: the read raises semidbm.error; it never looks in a shard closed after
+    its check (which would answer KeyError, False or None)."""
+    with sharded_open(spath, "c", shards=2) as database:
+        database.update(numbered(10))
+    reads = [lambda routes, key: routes[key], lambda routes, key: key in routes,
+             lambda routes, key: routes.get(key)]
     for read in reads:
         database = sharded_open(spath)
         routes = _kernel.load(router).ShardRouter(database.shards)
-        gc.collect()
-        gc.disable()
-        try:
-            Closer(database)
-            assert not database.closed
-            with pytest.raises(semidbm.error, match="closed"):
-                gc.set_threshold(1)  # a collection at the next object made: the key's copy
-                gc.enable()
-                read(routes)
-        finally:
-            gc.set_threshold(*thresholds)
-            gc.enable()
+        with pytest.raises(semidbm.error, match="closed"):
+            with closed_as_read(database) as key:
+                read(routes, key)
 
 
 # --- writes split by shard: in C on the compiled kernel, in Python otherwise ---
