@@ -37,8 +37,13 @@ import tempfile
 from _builds import builds, commits_parser
 from _report import markdown_table
 
-#: The workloads, on a database of N keys of 16 bytes with values of 100.
-WORKLOADS = ("fill", "read_sequential", "read_random", "delete", "reopen")
+#: The workloads, on a database of N keys of 16 bytes with values of 100; ``read_sharded``
+#: reads the keys of ``read_random``, in its order, through a sharded database of the same
+#: keys and values in SHARDS shards (each run makes it, the base run too).
+WORKLOADS = ("fill", "read_sequential", "read_random", "read_sharded", "delete", "reopen")
+
+#: The shards of ``read_sharded``'s database (as the Dask benchmark's lookups).
+SHARDS = 8
 
 #: Closes and read-only opens in ``reopen``. A run's count moves by up to
 #: 0.25 M instructions between identical runs, whatever the workload; one
@@ -54,11 +59,12 @@ REOPENS = 1000
 SCRIPT = """
 import os, random, shutil, sys, tempfile
 os.urandom = lambda size: bytes(range(7, 7 + size))
-from semidbm import _core, _settings, db
+from semidbm import _core, _settings, db, sharded
 
-workload, count, reopens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+workload, count, reopens, shards = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[6])
 place = tempfile.mkdtemp()
 path = os.path.join(place, "db")
+sharded_path = os.path.join(place, "sharded")
 keys = [b"%016d" % i for i in range(count)]
 shuffled = keys[:]
 random.Random(1).shuffle(shuffled)
@@ -66,11 +72,16 @@ database = db.open_with(_core, path, "c")
 for key in keys:
     database[key] = b"v" * 100
 database.close()
+with sharded.open_sharded_with(_core, sharded_path, "c", shards=shards) as several:
+    several.update(dict.fromkeys(keys, b"v" * 100))
 if sys.argv[4] == "removed":
     os.remove(os.path.join(path, "index"))
+    for shard in several.shards:
+        os.remove(os.path.join(os.path.dirname(shard.path), "index"))
 if sys.argv[5] == "no writes":
     _settings.INDEX_MIN_TAIL = 1 << 62
 database = db.open_with(_core, path, "w")
+several = sharded.open_sharded_with(_core, sharded_path, "w")
 if workload == "fill":
     for key in keys:
         database[b"x" + key] = b"v" * 100
@@ -80,6 +91,9 @@ elif workload == "read_sequential":
 elif workload == "read_random":
     for key in shuffled:
         database[key]
+elif workload == "read_sharded":
+    for key in shuffled:
+        several[key]
 elif workload == "delete":
     for key in keys:
         del database[key]
@@ -88,6 +102,7 @@ elif workload == "reopen":
         database.close()
         database = db.open_with(_core, path, "r")
 database.close()
+several.close()
 shutil.rmtree(place)
 """
 
@@ -101,7 +116,7 @@ def instructions(source, workload, records, index, writes):
             ["taskset", "-c", "0", "valgrind", "--tool=callgrind",
              "--callgrind-out-file=" + os.path.join(scratch, "out"),
              sys.executable, "-c", SCRIPT, workload, str(records), str(REOPENS),
-             "kept" if index else "removed", "writes" if writes else "no writes"],
+             "kept" if index else "removed", "writes" if writes else "no writes", str(SHARDS)],
             env=dict(os.environ, PYTHONPATH=source, PYTHONHASHSEED="0"),
             capture_output=True,
             text=True,

@@ -14,7 +14,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import cli
+from semidbm import cli, sharded
 
 from .conftest import CLOCK_START as START
 from .support.log import log_start, records_after_start
@@ -63,6 +63,22 @@ def test_a_value_expires_for_every_lookup(dbopen, dbpath, clock):
         assert records_after_start((dbpath / "data").read_bytes(), HEADER_2_1) == (
             expiring(b"k", b"v", START + 2000) + expiring(b"s", b"text", START + 1)
             + put_record(b"plain", b"p"))
+
+
+def test_a_sharded_database_reads_an_expired_key_as_missing(kernel, tmp_path, clock):
+    """The routed reads (``ShardRouter``: ``[]``, ``in``, ``get``, ``get_many``) ask each shard
+    as its own reads do. Caught by a routed ``in`` that finds the key without its expiry."""
+    path = tmp_path / "sharded"
+    with sharded.open_sharded_with(kernel, path, "c", shards=3, format=2) as database:
+        shard = database.shards[database.shard_of(b"k")]
+        shard.set(b"k", b"v", expire=1)
+        database[b"plain"] = b"p"
+        assert database[b"k"] == b"v" and b"k" in database
+        clock[0] += 1000
+        with pytest.raises(KeyError):
+            database[b"k"]
+        assert b"k" not in database and database.get(b"k", b"-") == b"-"
+        assert database.get_many([b"k", b"plain"], b"-") == [b"-", b"p"]
 
 
 def test_a_later_write_replaces_an_expiring_value(dbopen, dbpath, clock):

@@ -7,9 +7,11 @@ in test_dbm_contract.
 
 import collections
 import concurrent.futures
+import contextlib
 import copy
 import errno
 import functools
+import gc
 import json
 import multiprocessing
 import os
@@ -54,6 +56,15 @@ def write_manifest(path, **changes):
     manifest = json.loads((path / MANIFEST).read_text())
     manifest.update(changes)
     (path / MANIFEST).write_text(json.dumps(manifest))
+
+
+def substituted(database, substitutes):
+    """Another handle of the shards of ``database``, some replaced: ``substitutes`` maps a
+    shard's number to what stands in for it."""
+    shards = database.shards
+    for number, substitute in substitutes.items():
+        shards[number] = substitute
+    return sharded.ShardedDatabase(database.path, "w", "crc32", shards)
 
 
 def shard_contents(kernel, path, count):
@@ -262,7 +273,8 @@ def test_reads_and_writes_of_a_reader_or_a_closed_database_raise_error(sharded_o
             with pytest.raises(semidbm.error, match="read-only"):
                 write()
     assert reader.closed
-    for operation in (lambda: reader.update(), lambda: reader[b"k"], reader.sync, len):
+    for operation in (lambda: reader.update(), lambda: reader[b"k"], lambda: b"k" in reader,
+                      lambda: reader.get(b"k"), reader.sync, len):
         with pytest.raises(semidbm.error, match="closed"):
             operation(reader) if operation is len else operation()
 
@@ -276,8 +288,8 @@ def test_reads_route_each_kind_of_key_and_raise_as_one_database(kernel, sharded_
     with sharded_open(spath, "c", shards=7) as database:
         database.update(items)
     with sharded_open(spath) as database:
-        # The compiled kernel's shards are read through its routing in C, the others in Python.
-        assert (database._routed_get is not None) is (kernel_name(kernel) == "cython")
+        # The compiled kernel's shards take get_many routed in C, the others in Python.
+        assert (database._routed_get_many is not None) is (kernel_name(kernel) == "cython")
         assert {key: database[key] for key in items} == items
         assert database.get_many(list(items)) == list(items.values())
         kinds = ["ключ", b"k7", "k7", bytearray(b"k7"), memoryview(b"kk77")[::2], b"missing"]
@@ -296,6 +308,122 @@ def test_reads_route_each_kind_of_key_and_raise_as_one_database(kernel, sharded_
     for read in (lambda: database[b"k1"], lambda: database.get_many([b"k1", b"k2"])):
         with pytest.raises(semidbm.error, match="closed"):
             read()
+
+
+@pytest.mark.parametrize("router", IMPLEMENTATIONS)
+def test_each_kernels_router_reads_a_key_as_its_shard_does(router, kernel, sharded_open, spath):
+    """Either kernel's ShardRouter (the compiled one in C, its twin in Python), over shards of
+    either kernel: each key's value, ``in`` and ``get`` from the shard of its CRC-32, and that
+    shard's errors."""
+    items = numbered(50)
+    items["ключ"] = b"u"
+    with sharded_open(spath, "c", shards=3) as database:
+        database.update(items)
+    database = sharded_open(spath)
+    routes = _kernel.load(router).ShardRouter(iter(database.shards))
+    assert routes._shards == tuple(database.shards)
+    kinds = ["ключ", "k7", bytearray(b"k7"), memoryview(b"kk77")[::2]]
+    for key, value in [*items.items(), *zip(kinds, [b"u"] + [b"v7"] * 3)]:
+        assert (routes[key], key in routes, routes.get(key, b"d"), routes.get(key)) == (
+            value, True, value, value)
+    for missing in (b"missing", "missing", bytearray(b"missing")):
+        with pytest.raises(KeyError) as caught:
+            routes[missing]
+        assert caught.value.args == (missing,)  # the key as given
+        assert missing not in routes
+        assert (routes.get(missing, b"d"), routes.get(missing)) == (b"d", None)
+    reads = (routes.__getitem__, routes.__contains__, routes.get)
+    for read in reads:
+        for bad in (1, None):
+            with pytest.raises(TypeError, match="keys must be str or bytes-like, not %s"
+                               % type(bad).__name__):
+                read(bad)
+    database.close()
+    for read in reads:
+        with pytest.raises(semidbm.error, match="closed"):
+            read(b"k1")
+    empty = _kernel.load(router).ShardRouter([])
+    for read in (empty.__getitem__, empty.__contains__, empty.get):
+        with pytest.raises(ValueError, match="no shard"):
+            read(b"k1")
+
+
+@pytest.mark.parametrize("flag", ["c", "cm"])
+def test_a_writer_reads_its_own_writes_through_the_routing(sharded_open, spath, flag):
+    """An exclusive or shared writer's ``[]``, ``in`` and ``get`` find its latest writes, still
+    in its shards' buffers."""
+    with sharded_open(spath, flag, shards=3) as writer:
+        writer.update(numbered(20))
+        writer[b"k3"] = b"new"
+        del writer[b"k4"]
+        assert (writer[b"k3"], b"k4" in writer, b"k5" in writer) == (b"new", False, True)
+        assert (writer.get(b"k4", b"d"), writer.get(b"k5"), writer.get("k3")) == (
+            b"d", b"v5", b"new")
+
+
+class Closer:
+    """Closes ``database`` when collected: a finalizer that runs in the middle of a read."""
+
+    def __init__(self, database):
+        self.database = database
+        self.cycle = self  # freed by a collection only
+
+    def __del__(self):
+        self.database.close()
+
+
+class ClosingKey:
+    """The key ``b"k7"`` as a buffer whose export first closes ``database`` (Python 3.12 on)."""
+
+    def __init__(self, database):
+        self.database = database
+
+    def __buffer__(self, flags):
+        self.database.close()
+        return memoryview(b"k7")
+
+
+@contextlib.contextmanager
+def closed_as_read(database):
+    """A key whose reading runs Python code that closes ``database``: where Python code can be
+    a buffer (3.12 on), a ClosingKey; before, a strided view, whose copy is a new object made
+    with a collection due, which frees a Closer. Enter it inside ``pytest.raises``: once the
+    collection is due, nothing may make an object before the read."""
+    if sys.version_info >= (3, 12):
+        yield ClosingKey(database)
+        return
+    key = memoryview(b"kk77")[::2]
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.disable()
+    try:
+        Closer(database)
+        assert not database.closed
+        held = [[] for _ in range(4)]  # new objects, so that the count is past the threshold
+        gc.set_threshold(1)
+        gc.enable()
+        yield key
+        del held
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.enable()
+
+
+@pytest.mark.parametrize("router", IMPLEMENTATIONS)
+def test_a_shard_closed_as_its_key_is_read_is_found_closed(router, kernel, sharded_open, spath):
+    """Python code that runs as the router reads a key (a finalizer, or the key's buffer)
+    closes the shards: the read raises semidbm.error; it never looks in a shard closed after
+    its check (which would answer KeyError, False or None)."""
+    with sharded_open(spath, "c", shards=2) as database:
+        database.update(numbered(10))
+    reads = [lambda routes, key: routes[key], lambda routes, key: key in routes,
+             lambda routes, key: routes.get(key)]
+    for read in reads:
+        database = sharded_open(spath)
+        routes = _kernel.load(router).ShardRouter(database.shards)
+        with pytest.raises(semidbm.error, match="closed"):
+            with closed_as_read(database) as key:
+                read(routes, key)
 
 
 # --- writes split by shard: in C on the compiled kernel, in Python otherwise ---
@@ -375,6 +503,16 @@ def test_no_shard_is_refused_alike_in_c_and_in_python(count):
                   functools.partial(sharded._batches, rule="crc32")):
         with pytest.raises(ValueError, match="no shard"):
             split([(b"a", b"1")], count)
+
+
+def test_the_routed_get_many_refuses_no_shard_and_no_tuple():
+    """An empty tuple is no shard; None is no tuple, refused before C reads a count of shards
+    from it (the macro reads past the object: None was let through, to a ValueError)."""
+    store = compiled_store()
+    with pytest.raises(ValueError, match="no shard"):
+        store._routed_get_many((), [b"a"])
+    with pytest.raises(TypeError):
+        store._routed_get_many(None, [b"a"])
 
 
 def test_encoded_batches_are_what_each_shard_commits(kernel, sharded_open, spath):
@@ -628,11 +766,10 @@ def test_close_closes_every_shard_and_raises_the_first_error(sharded_open, spath
             failures.append(self.number)
             raise OSError("close %d failed" % self.number)
 
-    shards = database._shards
-    real = list(shards)
-    shards[0], shards[2] = Failing(real[0], 0), Failing(real[2], 2)
+    real = database.shards
+    handle = substituted(database, {0: Failing(real[0], 0), 2: Failing(real[2], 2)})
     with pytest.raises(OSError, match="close 0 failed"):
-        database.close()
+        handle.close()
     assert failures == [0, 2] and all(shard.closed for shard in real)
 
 
@@ -662,15 +799,12 @@ def test_a_compaction_stopped_by_a_shard_says_what_the_shards_before_it_left_out
         def compact(self, format=None, recover=False):
             raise semidbm.DBMChecksumError("shard 2 failed")
 
-    shard = database._shards[2]
-    database._shards[2] = Failing()
     with pytest.raises(semidbm.DBMChecksumError) as refused:
-        database.compact(recover=True)
+        substituted(database, {2: Failing()}).compact(recover=True)
     assert str(refused.value) == (
         "shard 2 failed; 2 of the 3 shards were compacted before it, leaving out 2 damaged records"
     )
     assert str(refused.value.__cause__) == "shard 2 failed"
-    database._shards[2] = shard
     assert len(database) == 28
     database.close()
 
@@ -689,17 +823,14 @@ def test_a_compaction_stopped_by_a_system_error_keeps_its_errno(sharded_open, sp
         def compact(self, format=None, recover=False):
             raise semidbm.error(errno.ENOSPC, "No space left on device", "shard-0001/data")
 
-    shard = database._shards[1]
-    database._shards[1] = Full()
     with pytest.raises(semidbm.error) as refused:
-        database.compact()
+        substituted(database, {1: Full()}).compact()
     assert refused.value.errno == errno.ENOSPC
     assert refused.value.filename == "shard-0001/data"
     assert refused.value.strerror == (
         "No space left on device; 1 of the 2 shards were compacted before it, leaving out 0 "
         "damaged records"
     )
-    database._shards[1] = shard
     database.close()
 
 

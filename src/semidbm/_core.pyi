@@ -8,6 +8,7 @@ device), and no typed code makes a Store but the API layer.
 
 from abc import ABCMeta
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from typing_extensions import disjoint_base
 
@@ -19,13 +20,22 @@ from ._types import Data
 @disjoint_base
 class Store(_Store, metaclass=ABCMeta):
     def __iter__(self) -> KeyIterator: ...
-    # A sharded database's reads, routed in C (semidbm.sharded): the compiled kernel's alone.
-    @staticmethod
-    def _routed_get(shards: list[Store], key: Data) -> bytes: ...
+    # A sharded database's get_many, routed in C (semidbm.sharded): the compiled kernel's alone.
     @staticmethod
     def _routed_get_many(
-        shards: list[Store], keys: Iterable[Data], default: object = None
+        shards: tuple[Store, ...], keys: Iterable[Data], default: object = None
     ) -> list[object]: ...
+
+@disjoint_base
+class ShardRouter:
+    """A sharded database's reads of a key, routed to its shard in C (semidbm.sharded)."""
+
+    @property
+    def _shards(self) -> tuple[Any, ...]: ...
+    def __init__(self, shards: Iterable[Any]) -> None: ...
+    def __getitem__(self, key: Data, /) -> bytes: ...
+    def __contains__(self, key: object, /) -> bool: ...
+    def get(self, key: Data, default: Any = None, /) -> Any: ...
 
 @disjoint_base
 class KeyIterator(Iterator[bytes]):

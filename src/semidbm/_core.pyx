@@ -685,19 +685,23 @@ cdef class Store:
 
     def __contains__(self, key):
         cdef Borrowed borrowed
-        cdef uint64_t offset
         self.check_open()
         if self.index.table.pending_count:
             keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
-            if keys_find(self, borrowed.data, borrowed.size,
-                         hash_key(self.index.seed, borrowed.data, borrowed.size),
-                         &offset) != 1:
-                return False
-            return not (self.log.expiring and self.expired(offset))
+            return self.holds(borrowed.data, borrowed.size)
         finally:
             give_back(&borrowed)
+
+    cdef inline bint holds(self, const char* key, Py_ssize_t key_size) except -1:
+        """Whether ``key`` (``key_size`` bytes) is live, and has not expired; the caller has
+        checked the store."""
+        cdef uint64_t offset
+        if keys_find(self, key, key_size, hash_key(self.index.seed, key, key_size),
+                     &offset) != 1:
+            return False
+        return not (self.log.expiring and self.expired(offset))
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
@@ -997,24 +1001,21 @@ cdef class Store:
     # --- a sharded database's reads (shards.pxi), for semidbm.sharded ---
 
     @staticmethod
-    def _routed_get(list shards, key):
-        """``shards[zlib.crc32(key) % len(shards)][key]``, routed in C; ``shards`` are Stores."""
-        return shards_get(shards, key)
-
-    @staticmethod
-    def _routed_get_many(list shards, keys, default=None):
-        """``get_many`` of ``keys`` across ``shards`` (Stores), each routed as ``_routed_get``."""
+    def _routed_get_many(tuple shards not None, keys, default=None):
+        """``get_many`` of ``keys`` across ``shards`` (Stores), each key in the shard that
+        ``ShardRouter`` routes it to."""
         return shards_get_many(shards, keys, default)
 
     @staticmethod
     def _routed_split(pairs, Py_ssize_t count):
-        """``pairs`` split among ``count`` shards, routed as ``_routed_get``: a dict per shard."""
+        """``pairs`` split among ``count`` shards, routed as ``ShardRouter`` routes: a dict per
+        shard."""
         return shards_split(pairs, count)
 
     @staticmethod
     def _routed_batches(pairs, Py_ssize_t count):
-        """``pairs`` encoded as a batch record per shard of ``count`` (routed as ``_routed_get``),
-        for ``_commit_encoded``; None for a shard without any."""
+        """``pairs`` encoded as a batch record per shard of ``count`` (routed as ``ShardRouter``
+        routes), for ``_commit_encoded``; None for a shard without any."""
         return shards_batches(pairs, count)
 
     @property

@@ -43,6 +43,7 @@ from ._records import (
     walk,
     whole_batch,
 )
+from ._router import ShardRouter as ShardRouter
 from ._settings import COMPACT_CHUNK, PROGRESS_STEP
 from .errors import DBMChecksumError, DBMError
 from .format import (

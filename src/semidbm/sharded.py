@@ -27,7 +27,7 @@ import stat
 import threading
 import zlib
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from . import _files, _messages, _order, db
 from ._database import Database
@@ -54,7 +54,8 @@ MANIFEST_VERSIONS = (1,)
 
 #: The hash rules by the name a manifest gives them: each a function of a key's bytes to a
 #: number from 0 up, whose remainder by the count of shards is the key's shard. ``"crc32"`` is
-#: the key's CRC-32, as :func:`zlib.crc32` gives it. A new rule takes a new name.
+#: the key's CRC-32, as :func:`zlib.crc32` gives it. A new rule takes a new name, and its
+#: routing in each kernel's ``ShardRouter`` (which routes by ``"crc32"``).
 HASH_RULES: dict[str, Callable[[bytes], int]] = {"crc32": zlib.crc32}
 #: The rule a new sharded database takes.
 DEFAULT_HASH_RULE = "crc32"
@@ -472,29 +473,27 @@ def _on_each(shards, operation):
 def _routing_store(rule, shards):
     """The compiled kernel's Store class that routes ``shards`` in C, or None.
 
-    It routes by CRC-32 (``Store._routed_get``, ``_routed_get_many``,
-    ``_routed_split``) without a Python frame per key; it serves the
-    ``"crc32"`` rule, over shards that are all of that kernel (the pure
-    kernel has none: its shards are routed in Python).
+    It routes by CRC-32, as its ``ShardRouter`` does (``Store._routed_get_many``,
+    ``_routed_split``, ``_routed_batches``), without a Python frame per key;
+    it serves the ``"crc32"`` rule, over shards that are all of that kernel
+    (the pure kernel has none: its shards are routed in Python).
     """
     store = type(shards[0])
-    if rule != "crc32" or not hasattr(store, "_routed_get") or not all(
+    if rule != "crc32" or not hasattr(store, "_routed_get_many") or not all(
         type(shard) is store for shard in shards
     ):
         return None
     return store
 
 
-def _kernel_routing(rule, shards):
-    """The routed reads of ``shards`` in C (``_routing_store``): ``(get, get_many)``, or Nones."""
+def _kernel_get_many(rule, shards):
+    """The ``get_many`` of ``shards`` routed in C (``_routing_store``), or None."""
     store = _routing_store(rule, shards)
-    if store is None:
-        return None, None
-    return store._routed_get, store._routed_get_many
+    return None if store is None else store._routed_get_many
 
 
 def _split_by_shard(
-    pairs: Iterable[Any], shards: list[Database], rule: str = DEFAULT_HASH_RULE
+    pairs: Iterable[Any], shards: Sequence[Database], rule: str = DEFAULT_HASH_RULE
 ) -> list[dict[bytes, bytes]]:
     """The ``(key, value)`` pairs of ``pairs`` split among ``shards`` under the hash ``rule``.
 
@@ -522,7 +521,7 @@ def _split(pairs: Iterable[Any], count: int, rule: str) -> list[dict[bytes, byte
 
 
 def _batches_by_shard(
-    pairs: Iterable[Any], shards: list[Database], rule: str = DEFAULT_HASH_RULE
+    pairs: Iterable[Any], shards: Sequence[Database], rule: str = DEFAULT_HASH_RULE
 ) -> list[bytes | None]:
     """The ``(key, value)`` pairs of ``pairs`` as one batch record of puts per shard, or None.
 
@@ -572,10 +571,18 @@ def _rebuild(path, flag, rule, shards):
 
     Each shard opens at its first use, as a pickled database does.
     """
-    return ShardedDatabase(path, flag, rule, list(shards))
+    return ShardedDatabase(path, flag, rule, shards)
 
 
-class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
+if TYPE_CHECKING:
+    from ._router import ShardRouter as _Router
+else:
+    #: What ShardedDatabase derives its reads of a key from (``db[key]``, ``in``, ``get``):
+    #: the kernel's ShardRouter, in C on the compiled kernel, with no Python frame.
+    _Router = db._default_kernel.ShardRouter
+
+
+class ShardedDatabase(_Router, MutableMapping):  # type: ignore[type-arg]
     """A sharded semidbm database: one mapping over the shards, each key in the shard of its hash.
 
     Made by :func:`open_sharded`. Keys and values are taken as a
@@ -588,22 +595,24 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
     part of the keys. After :meth:`close` every operation raises
     :class:`semidbm.error`. A reader or a shared writer pickles as what
     opens it again (each shard at its first use); an exclusive writer
-    does not.
+    does not. ``db[key]``, ``key in db`` and :meth:`get` are the kernel's
+    ``ShardRouter``'s: on the compiled kernel, C slots, with no Python
+    frame between the call and the shard's lookup.
     """
 
-    __slots__ = ("_path", "_flag", "_rule", "_hash", "_count", "_shards", "_cursor",
-                 "_routed_get", "_routed_get_many", "__weakref__")
+    __slots__ = ("_path", "_flag", "_rule", "_hash", "_count", "_cursor", "_routed_get_many",
+                 "__weakref__")
 
-    def __init__(self, path: str, flag: str, rule: str, shards: list[Database]) -> None:
+    def __init__(self, path: str, flag: str, rule: str, shards: Iterable[Database]) -> None:
         """Hold the open ``shards`` of the database at ``path``, its ``flag`` and hash ``rule``."""
         self._path = path
         self._flag = flag
         self._rule = rule
         self._hash = HASH_RULES[rule]
-        self._count = len(shards)
-        self._shards = shards
+        super().__init__(shards)
+        self._count = len(self._shards)
         self._cursor = None
-        self._routed_get, self._routed_get_many = _kernel_routing(rule, shards)
+        self._routed_get_many = _kernel_get_many(rule, self._shards)
 
     @property
     def path(self) -> str:
@@ -633,15 +642,6 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
         """The shard that holds ``key``."""
         return self._shards[self.shard_of(key)]
 
-    def __getitem__(self, key: Data, /) -> bytes:
-        """Return the value of ``key`` (:class:`KeyError` if missing), read from its shard."""
-        # The hottest path: routed in the compiled kernel where it can (_kernel_routing), else
-        # the routing of shard_of written out, without its two calls.
-        if self._routed_get is not None:
-            return self._routed_get(self._shards, key)
-        routed = key if type(key) is bytes else as_bytes(key, "keys")
-        return self._shards[self._hash(routed) % self._count][key]
-
     def view(self, key: Data) -> memoryview:
         """Return a read-only view of the value of ``key``, as :meth:`semidbm.Database.view`."""
         return self._shard(key).view(key)
@@ -653,10 +653,6 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
     def __delitem__(self, key: Data, /) -> None:
         """Delete ``key`` from its shard (:class:`KeyError` if missing)."""
         del self._shard(key)[key]
-
-    def __contains__(self, key: object, /) -> bool:
-        """Whether ``key`` is in its shard."""
-        return key in self._shard(key)
 
     def __len__(self) -> int:
         """The number of keys: the sum of the shards'."""
@@ -873,7 +869,7 @@ class ShardedDatabase(MutableMapping):  # type: ignore[type-arg]
             raise TypeError(_messages.CLOSED_NOT_PICKLED % self)
         if self._flag not in ("r",) + SHARED_FLAGS:
             raise TypeError(_messages.NOT_PICKLED % self)
-        return _rebuild, (os.path.abspath(self._path), self._flag, self._rule, tuple(self._shards))
+        return _rebuild, (os.path.abspath(self._path), self._flag, self._rule, self._shards)
 
     def __reduce_ex__(self, protocol):
         """As :meth:`__reduce__`, whatever the protocol."""

@@ -422,39 +422,50 @@ cdef void bulk_start_lookups(Store store, BulkTarget* targets, Py_ssize_t count)
 
 cdef list bulk_get(Store store, object keys, object default):
     """``Store.get_many``: the values of ``keys`` in order, ``default`` for a missing one."""
-    cdef Py_ssize_t count, at, value_size
+    cdef Py_ssize_t count
     cdef BulkTarget* targets
     cdef list copies = []
-    cdef list values
-    cdef uint64_t offset
-    cdef const char* value
     if store.fd < 0 or store.busy:
         store.check_open()
     keys = bulk_key_sequence(keys, "get_many")
     count = len(keys)
     targets = bulk_key_targets(keys, count, copies)
     try:
-        if store.fd < 0 or store.busy:  # converting a key may have run Python code
-            store.check_open()
-        if store.index.table.pending_count:
-            keys_apply_pending(store)
-        values = PyList_New(count)
-        bulk_start_lookups(store, targets, count)
-        for at in range(count):
-            bulk_look_ahead(store, targets, count, at)
-            if keys_find(store, targets[at].key, targets[at].size, targets[at].hashed,
-                         &offset) == 1:
-                value = store.value_at(offset, &value_size)
-                if store.log.expiring and store.expired(offset):
-                    item = default
-                else:
-                    item = PyBytes_FromStringAndSize(value, value_size)
-            else:
-                item = default
-            Py_INCREF(item)
-            PyList_SET_ITEM(values, at, item)
+        return bulk_get_targets(store, targets, count, default)
     finally:
         free(targets)
+
+
+cdef list bulk_get_targets(Store store, BulkTarget* targets, Py_ssize_t count, object default):
+    """The values of the ``count`` keys of ``targets`` in ``store``, in order, ``default`` for a
+    missing one: the lookups pipelined.
+
+    The store is checked here, once the list of values is made: reading
+    the keys, or making that list (a collection, whose finalizers run
+    Python code), may have run code that closed it.
+    """
+    cdef Py_ssize_t at, value_size
+    cdef uint64_t offset
+    cdef const char* value
+    cdef list values = PyList_New(count)
+    if store.fd < 0 or store.busy:
+        store.check_open()
+    if store.index.table.pending_count:
+        keys_apply_pending(store)
+    bulk_start_lookups(store, targets, count)
+    for at in range(count):
+        bulk_look_ahead(store, targets, count, at)
+        if keys_find(store, targets[at].key, targets[at].size, targets[at].hashed,
+                     &offset) == 1:
+            value = store.value_at(offset, &value_size)
+            if store.log.expiring and store.expired(offset):
+                item = default
+            else:
+                item = PyBytes_FromStringAndSize(value, value_size)
+        else:
+            item = default
+        Py_INCREF(item)
+        PyList_SET_ITEM(values, at, item)
     return values
 
 

@@ -104,17 +104,24 @@ cdef struct Borrowed:
     PyObject* copy
 
 
-cdef int borrow(object item, Borrowed* out, str what) except -1:
+cdef inline int borrow(object item, Borrowed* out, str what) except -1:
     """Point ``out`` at the bytes of ``item``: bytes, str (UTF-8) or a buffer.
 
     A buffer that is not contiguous is copied. Call ``give_back`` after.
+    Bytes, the common case, inline; the others in ``borrow_other``.
     """
     out.has_view = False
     out.copy = NULL
     if PyBytes_Check(item):
         out.data = PyBytes_AS_STRING(item)
         out.size = PyBytes_GET_SIZE(item)
-    elif PyUnicode_Check(item):
+        return 0
+    return borrow_other(item, out, what)
+
+
+cdef int borrow_other(object item, Borrowed* out, str what) except -1:
+    """``borrow`` of anything but bytes: str (UTF-8), a buffer, or TypeError."""
+    if PyUnicode_Check(item):
         out.data = PyUnicode_AsUTF8AndSize(item, &out.size)
     elif PyObject_CheckBuffer(item):
         if PyObject_GetBuffer(item, &out.view, PyBUF_SIMPLE) == 0:

@@ -1,73 +1,149 @@
-# A sharded database's reads routed in C (Store._routed_get, _routed_get_many,
-# for semidbm.sharded): each key's shard is the CRC-32 of its bytes modulo the
-# number of shards (the manifest's rule "crc32", zlib.crc32's number, computed
-# by crc32.h), then the shard's own lookup, with no Python frame in between.
+# A sharded database's reads routed in C: ShardRouter, the base of
+# semidbm.sharded.ShardedDatabase, whose ``db[key]``, ``in`` and ``get`` are its
+# slots and methods, and Store._routed_get_many. Each key's shard is the CRC-32
+# of its bytes modulo the number of shards (the manifest's rule "crc32",
+# zlib.crc32's number, computed by crc32.h), then the shard's own lookup, with
+# no Python frame in between.
 # ``Store._routed_split`` splits ``update``'s pairs by shard the same way, for the
 # writes of a sharded database and of semidbm.dask into one.
-# The pure kernel has no twin: sharded.py routes its shards in Python.
+# The pure kernel's twin of ShardRouter is _router.py; it routes its get_many and
+# splits in Python (sharded.py).
 
 from cpython.bytes cimport PyBytes_CheckExact
 from cpython.dict cimport PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 
-cdef object shards_get(list shards, object key):
-    """``shards[crc32(key) % len(shards)][key]``: the value of ``key`` from its shard.
+cdef inline uint32_t shards_route(const char* key, Py_ssize_t size, Py_ssize_t count) noexcept:
+    """The shard, of ``count``, of the key of ``size`` bytes at ``key``: its CRC-32 modulo
+    ``count``."""
+    return crc32(0, key, size) % <uint32_t>count
 
-    ``key`` is taken as ``Store.__getitem__`` takes it, its errors first
-    (TypeError, or ValueError for more bytes than a key can have, as
-    ``_records.as_bytes`` raises them), then the shard's (closed: DBMError;
-    missing: KeyError of ``key`` as given).
+
+@cython.auto_pickle(False)
+cdef class ShardRouter:
+    """The shards of a sharded database, and its reads of a key routed to its shard in C.
+
+    ``semidbm.sharded.ShardedDatabase`` derives from it: ``db[key]``,
+    ``key in db`` and ``db.get(key, default)`` run here, with no Python
+    frame. A key is taken as ``Store.__getitem__`` takes it (str as
+    UTF-8, bytes-like), its errors first (TypeError, or ValueError for
+    more bytes than a key can have, as ``_records.as_bytes`` raises
+    them); its shard is the CRC-32 of its bytes modulo the number of
+    shards (the rule ``"crc32"``, the only one). A compiled Store's
+    lookup is called directly; any other shard (the pure kernel's) is
+    asked through its own ``[]``, ``in`` or ``get``. The shards are a
+    tuple, fixed when the router is made, which holds them: a shard
+    closed by another thread, or by a finalizer that ran as the key was
+    read, is found closed by its check (DBMError), never used freed.
     """
-    cdef Borrowed borrowed
-    cdef Store shard
-    if not shards:
-        raise ValueError("no shard")
-    borrow(key, &borrowed, "keys")
-    try:
+
+    cdef readonly tuple _shards
+
+    def __init__(self, shards):
+        """Route to ``shards`` (an iterable of open databases, in the manifest's order)."""
+        self._shards = tuple(shards)
+
+    cdef object route(self, object key, Borrowed* borrowed):
+        """The shard of ``key``, whose bytes ``borrowed`` holds then (the caller gives them back).
+
+        ValueError if there is no shard (a router never given any).
+        """
+        cdef tuple shards = self._shards
+        if not shards:
+            raise ValueError("no shard")
+        borrow(key, borrowed, "keys")
         if borrowed.size > MAX_LENGTH:
+            give_back(borrowed)
             raise ValueError(TOO_LONG % "keys")
-        shard = <Store?><object>PyList_GET_ITEM(
-            shards, crc32(0, borrowed.data, borrowed.size) % <uint32_t>PyList_GET_SIZE(shards))
-        shard.check_reads()
-        return shard.get(borrowed.data, borrowed.size, key)
-    finally:
-        give_back(&borrowed)
+        return <object>PyTuple_GET_ITEM(
+            shards, shards_route(borrowed.data, borrowed.size, PyTuple_GET_SIZE(shards)))
+
+    def __getitem__(self, key):
+        """The value of ``key`` from its shard: KeyError of ``key`` as given if it is missing."""
+        cdef Borrowed borrowed
+        shard = self.route(key, &borrowed)
+        try:
+            if isinstance(shard, Store):
+                (<Store>shard).check_reads()
+                return (<Store>shard).get(borrowed.data, borrowed.size, key)
+        finally:
+            give_back(&borrowed)
+        return shard[key]
+
+    def __contains__(self, key):
+        """Whether ``key`` is in its shard."""
+        cdef Borrowed borrowed
+        shard = self.route(key, &borrowed)
+        try:
+            if isinstance(shard, Store):
+                (<Store>shard).check_reads()
+                return (<Store>shard).holds(borrowed.data, borrowed.size)
+        finally:
+            give_back(&borrowed)
+        return key in shard
+
+    def get(self, key, default=None, /):
+        """The value of ``key`` from its shard, or ``default`` if it is missing."""
+        cdef Borrowed borrowed
+        shard = self.route(key, &borrowed)
+        try:
+            if isinstance(shard, Store):
+                (<Store>shard).check_reads()
+                try:
+                    return (<Store>shard).get(borrowed.data, borrowed.size, key)
+                except KeyError:  # only a missing key's: the lookup raises no other
+                    return default
+        finally:
+            give_back(&borrowed)
+        return shard.get(key, default)
 
 
-cdef list shards_get_many(list shards, object keys, object default):
-    """``get_many`` across ``shards``: each shard asked once (``bulk_get``) for its keys, if any.
+cdef list shards_get_many(tuple shards, object keys, object default):
+    """``get_many`` across ``shards``: each shard's keys looked up together (``bulk_get_targets``).
 
     The keys are read and checked first, as ``_records.key_list`` and
-    ``as_bytes`` check them; the answers come back in the keys' order.
+    ``as_bytes`` check them, and held in a tuple: a shard opened at its
+    first use runs Python code, which must not free a key whose bytes
+    are read after. Their bytes are then put in order of shard (each
+    shard's in the order given), so that each shard reads its part in
+    place; the answers come back in the keys' order.
     """
     cdef Py_ssize_t count, at, number
-    cdef Py_ssize_t shard_count = PyList_GET_SIZE(shards)
+    cdef Py_ssize_t shard_count = PyTuple_GET_SIZE(shards)
     cdef list copies = []
     cdef list parts, answers
     cdef BulkTarget* targets
-    cdef uint32_t* numbers
-    cdef Py_ssize_t* taken
+    cdef BulkTarget* grouped = NULL  # the keys' bytes, in order of shard
+    cdef uint32_t* numbers = NULL  # each key's shard
+    cdef Py_ssize_t* starts = NULL  # where each shard's keys start in grouped; then the end
+    cdef Py_ssize_t* taken = NULL  # each shard's keys placed in grouped, then answered
     if not shards:
         raise ValueError("no shard")
-    keys = bulk_key_sequence(keys, "get_many")
+    keys = tuple(bulk_key_sequence(keys, "get_many"))
     count = len(keys)
     targets = bulk_key_targets(keys, count, copies)
-    numbers = <uint32_t*>malloc(count * sizeof(uint32_t) + 1)
-    taken = <Py_ssize_t*>calloc(shard_count, sizeof(Py_ssize_t))
     try:
-        if numbers == NULL or taken == NULL:
+        grouped = <BulkTarget*>malloc(count * sizeof(BulkTarget) + 1)
+        numbers = <uint32_t*>malloc(count * sizeof(uint32_t) + 1)
+        starts = <Py_ssize_t*>calloc(shard_count + 1, sizeof(Py_ssize_t))
+        taken = <Py_ssize_t*>calloc(shard_count, sizeof(Py_ssize_t))
+        if grouped == NULL or numbers == NULL or starts == NULL or taken == NULL:
             raise MemoryError("cannot allocate room for %d keys" % count)
-        parts = [[] for _ in range(shard_count)]
         for at in range(count):
-            numbers[at] = crc32(0, targets[at].key, targets[at].size) % <uint32_t>shard_count
-            # Without copies, no Python code ran: the keys are those read, bytes or str.
-            (<list>parts[numbers[at]]).append(
-                keys[at] if not copies
-                else PyBytes_FromStringAndSize(targets[at].key, targets[at].size))
+            numbers[at] = shards_route(targets[at].key, targets[at].size, shard_count)
+            starts[numbers[at] + 1] += 1
         for number in range(shard_count):
-            if parts[number]:
-                parts[number] = bulk_get(<Store?>shards[number], parts[number], default)
+            starts[number + 1] += starts[number]
+        for at in range(count):
+            grouped[starts[numbers[at]] + taken[numbers[at]]] = targets[at]
+            taken[numbers[at]] += 1
+        parts = []
+        for number in range(shard_count):
+            parts.append(bulk_get_targets(<Store?>shards[number], grouped + starts[number],
+                                          taken[number], default) if taken[number] else None)
+            taken[number] = 0
         answers = PyList_New(count)
         for at in range(count):
             item = <object>PyList_GET_ITEM(parts[numbers[at]], taken[numbers[at]])
@@ -76,7 +152,9 @@ cdef list shards_get_many(list shards, object keys, object default):
             PyList_SET_ITEM(answers, at, item)
     finally:
         free(targets)
+        free(grouped)
         free(numbers)
+        free(starts)
         free(taken)
     return answers
 
@@ -97,11 +175,6 @@ cdef tuple shards_pair(object item, Py_ssize_t number):
             value if PyBytes_CheckExact(value) else as_bytes(value, "values"))
 
 
-cdef inline uint32_t shards_route(bytes key, Py_ssize_t count) noexcept:
-    """The shard, of ``count``, of the bytes ``key``: its CRC-32 modulo ``count``."""
-    return crc32(0, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) % <uint32_t>count
-
-
 cdef list shards_split(object pairs, Py_ssize_t count):
     """``Store._routed_split``: the ``(key, value)`` pairs of ``pairs`` as one dict per shard.
 
@@ -113,13 +186,16 @@ cdef list shards_split(object pairs, Py_ssize_t count):
     cdef Py_ssize_t number = 0
     cdef list pieces
     cdef tuple pair
+    cdef bytes key
     if count < 1:
         raise ValueError("no shard")
     pieces = [{} for _ in range(count)]
     for item in pairs:
         pair = shards_pair(item, number)
-        PyDict_SetItem(<dict>PyList_GET_ITEM(pieces, shards_route(pair[0], count)),
-                       pair[0], pair[1])
+        key = pair[0]
+        PyDict_SetItem(<dict>PyList_GET_ITEM(
+            pieces, shards_route(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), count)),
+            key, pair[1])
         number += 1
     return pieces
 
@@ -163,7 +239,7 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
             key = pair[0]
             value = pair[1]
             size = RECORD_OVERHEAD + PyBytes_GET_SIZE(key) + PyBytes_GET_SIZE(value)
-            shard = shards_route(key, count)
+            shard = shards_route(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), count)
             if sizes[shard] + size > <size_t>MAX_LENGTH:
                 raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
             sizes[shard] += size
@@ -180,7 +256,7 @@ cdef list shards_batches(object pairs, Py_ssize_t count):
         for pair in checked:
             key = pair[0]
             value = pair[1]
-            shard = shards_route(key, count)
+            shard = shards_route(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), count)
             ends[shard] += encode_record(ends[shard], PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
                                          PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
         for shard in range(count):
