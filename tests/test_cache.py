@@ -42,7 +42,7 @@ def test_objects_are_kept_until_they_expire(cache, clock):
 def test_memoize_calls_once_and_counts(cache, clock):
     calls = []
 
-    @cache.memoize(expire=5)
+    @cache.memoize(expire=5, name="work")
     def work(x, y=1, *rest, **options):
         calls.append((x, y, rest, options))
         return None if x == "none" else (x, y)
@@ -61,6 +61,24 @@ def test_memoize_calls_once_and_counts(cache, clock):
         work(object())
     assert len(calls) == 6
     assert work.__name__ == "work"
+
+
+def test_memoize_needs_a_name_where_the_qualified_name_is_shared(cache):
+    """Every function made inside another, and every lambda, has one qualified name: by
+    default they would share results. Caught by a memoize that takes such a name."""
+
+    def make_adder(n):
+        def add(x):
+            return x + n
+
+        return add
+
+    for function in (make_adder(1), lambda x: x):
+        with pytest.raises(ValueError, match="needs a name="):
+            cache.memoize()(function)
+    add1 = cache.memoize(name="add1")(make_adder(1))
+    add100 = cache.memoize(name="add100")(make_adder(100))
+    assert (add1(5), add100(5)) == (6, 105)
 
 
 def test_the_key_scheme_is_the_documented_one(cache):

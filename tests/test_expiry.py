@@ -9,14 +9,18 @@ import errno
 import math
 import os
 import struct
+import sys
+import threading
+import time
 import zlib
 
 import pytest
 
 import semidbm
-from semidbm import cli, sharded
+from semidbm import _checkpoint, _examine, _kernel, cli, db, sharded
 
 from .conftest import CLOCK_START as START
+from .conftest import IMPLEMENTATIONS, compiled_only
 from .support.log import log_start, records_after_start
 from .support.records import put_record
 
@@ -328,6 +332,100 @@ def test_stats_counts_expired_bytes(dbpath, clock, capsys):
     out = capsys.readouterr().out
     assert '"expired_bytes": %d' % len(put_record(b"k", b"v" * 10)) in out
     assert '"records": 4' in out  # the checkpoint's two, the puts; not the expiry record
+
+
+def test_stats_counts_what_a_compaction_frees(kernel, tmp_path, clock):
+    """A live value with an expiry is copied in a batch with its expiry record: stats counts
+    those bytes as kept. Caught by a count that frees them."""
+    path = tmp_path / "db"
+    with db.open_with(kernel, str(path), "c", format=2) as database:
+        database.set(b"later", b"l" * 30, expire=3600)
+        database.set(b"gone", b"g" * 20, expire=1)
+        database[b"plain"] = b"p"
+        database[b"plain"] = b"q"
+    clock[0] += 1000
+    found = _examine.examine(str(path), kernel=kernel)
+    before = os.path.getsize(path / "data")
+    with db.open_with(kernel, str(path), "w") as database:
+        database.compact()
+    assert found.reclaimable == before - os.path.getsize(path / "data") > 0
+
+
+def test_values_and_items_list_an_expired_value_until_a_compaction(dbopen, dbpath, clock):
+    """docs/expiry.md: the listings count a key whose value expired until a compaction drops
+    it. Caught by a listing that reads each value as a lookup does (KeyError)."""
+    with dbopen(dbpath, "c", format=2) as database:
+        database.set(b"a", b"1", expire=1)
+        database[b"b"] = b"2"
+        clock[0] += 1000
+        assert sorted(database.values()) == [b"1", b"2"]
+        assert sorted(database.items()) == [(b"a", b"1"), (b"b", b"2")]
+        database.compact()
+        assert list(database.items()) == [(b"b", b"2")]
+
+
+def test_the_kernels_compact_the_latest_expiry_time_alike(tmp_path):
+    """An expiry record may hold any unsigned 64-bit time, the largest too. Caught by a kernel
+    that takes that time for "no expiry record" (and copies the put without it)."""
+    found = {}
+    for name in IMPLEMENTATIONS:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "data").write_bytes(HEADER_2_1 + expiring(b"k", b"v", 2**64 - 1))
+        with db.open_with(_kernel.load(name), str(path), "w") as database:
+            database.compact()
+            assert database[b"k"] == b"v"
+        found[name] = (path / "data").read_bytes()[_checkpoint.START_SIZE:]
+    assert found["python"] == expiring(b"k", b"v", 2**64 - 1)
+    assert found.get("cython", found["python"]) == found["python"]
+
+
+def test_a_clock_before_1970_has_nothing_expired(dbopen, dbpath, clock):
+    """Caught by a kernel that cannot take a negative time (OverflowError on every read)."""
+    with dbopen(dbpath, "c", format=2) as database:
+        database.set(b"k", b"v", expire=3600)
+        clock[0] = -5
+        assert b"k" in database and database[b"k"] == b"v" and database.get_many([b"k"]) == [b"v"]
+        assert bytes(database.view(b"k")) == b"v"
+
+
+@compiled_only
+def test_a_read_of_an_expiring_value_is_atomic_for_threads(tmp_path):
+    """A read runs no Python code between finding a value and copying it, expiry check
+    included: a writer thread that reuses the append buffer meanwhile cannot slip other bytes
+    under it. Caught by a read that asks the clock (Python) after it found the value."""
+    store = db.open_with(_kernel.load("cython"), str(tmp_path / "t.db"), "c", format=2,
+                         buffer_size=4096)
+    value = b"V" * 200
+    store.set(b"k", value, expire=3600)
+    stop = threading.Event()
+    wrong = []
+    interval = sys.getswitchinterval()
+
+    def writer():
+        at = 0
+        while not stop.is_set():
+            store[b"x%d" % at] = b"%d" % at * 60
+            if at % 7 == 0:
+                store.set(b"k", value, expire=3600)
+            at += 1
+
+    threads = [threading.Thread(target=writer)]
+    sys.setswitchinterval(1e-6)
+    try:
+        threads[0].start()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline and not wrong:
+            for got in (store[b"k"], store.get(b"k"), store.get_many([b"k"])[0],
+                        bytes(store.view(b"k"))):
+                if got != value:
+                    wrong.append(got[:40])
+    finally:
+        stop.set()
+        threads[0].join()
+        sys.setswitchinterval(interval)
+        store.close()
+    assert wrong == []
 
 
 def test_a_damaged_expiry_is_a_damaged_record_at_compaction(dbopen, dbpath, clock):

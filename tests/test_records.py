@@ -177,6 +177,7 @@ def test_the_walk_counts_records_keys_and_live_bytes(kernel, dbpath):
         live_bytes=len(records[1]) + len(records[3]),
         bad_checksums=[],
         expired_bytes=0,
+        expiry_bytes=0,
     )
     assert size == H + sum(map(len, records))
 

@@ -134,10 +134,9 @@ cdef int64_t expiry_copy_size(const Log* log, uint64_t position, uint64_t size,
     cdef const char* record = log.map + position
     cdef int32_t key_size = <int32_t>load_be32(record)
     cdef uint64_t put_end = position + size
-    cdef uint64_t expires_at = log_expiry(log, log.disk_end, put_end, record + LENGTHS_SIZE,
-                                          key_size)
+    cdef uint64_t expires_at
     cdef uint64_t expiry_end = put_end + EXPIRY_OVERHEAD + <uint64_t>key_size
-    if expires_at == NEVER:
+    if not log_expiry(log, log.disk_end, put_end, record + LENGTHS_SIZE, key_size, &expires_at):
         return NO_EXPIRY_RECORD
     if not checksum_matches(log.map, put_end, key_size, expiry_end):
         return EXPIRY_DAMAGED
@@ -685,32 +684,34 @@ cdef class Store:
 
     def __contains__(self, key):
         cdef Borrowed borrowed
+        cdef uint64_t now = log_now(&self.log)
         self.check_open()
         if self.index.table.pending_count:
             keys_apply_pending(self)
         borrow(key, &borrowed, "keys")
         try:
-            return self.holds(borrowed.data, borrowed.size)
+            return self.holds(borrowed.data, borrowed.size, now)
         finally:
             give_back(&borrowed)
 
-    cdef inline bint holds(self, const char* key, Py_ssize_t key_size) except -1:
-        """Whether ``key`` (``key_size`` bytes) is live, and has not expired; the caller has
-        checked the store."""
+    cdef inline bint holds(self, const char* key, Py_ssize_t key_size, uint64_t now) except -1:
+        """Whether ``key`` (``key_size`` bytes) is live, and has not expired by ``now``
+        (``log_now``); the caller has checked the store."""
         cdef uint64_t offset
         if keys_find(self, key, key_size, hash_key(self.index.seed, key, key_size),
                      &offset) != 1:
             return False
-        return not (self.log.expiring and self.expired(offset))
+        return not (self.log.expiring and self.expired(offset, now))
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
+        cdef uint64_t now = log_now(&self.log)
         self.check_reads()
         if PyBytes_Check(key):
-            return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key)
+            return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key, now)
         borrow(key, &borrowed, "keys")
         try:
-            return self.get(borrowed.data, borrowed.size, key)
+            return self.get(borrowed.data, borrowed.size, key, now)
         finally:
             give_back(&borrowed)
 
@@ -722,7 +723,10 @@ cdef class Store:
             keys_apply_pending(self)
         return 0
 
-    cdef object get(self, const char* key, Py_ssize_t key_size, object original):
+    cdef object get(self, const char* key, Py_ssize_t key_size, object original, uint64_t now):
+        """The value of ``key``: KeyError of ``original`` if it is missing or expired by ``now``
+        (``log_now``, read before the caller checked the store: no Python code runs from
+        the lookup to the copy of the value, so no other thread moves it meanwhile)."""
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
         cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
@@ -748,25 +752,27 @@ cdef class Store:
                 raise KeyError(original)
         # (The index file's covered log holds no expiry record: keys_write writes none then.)
         value = self.value_at(offset, &value_size)
-        if self.log.expiring and self.expired(offset):
+        if self.log.expiring and self.expired(offset, now):
             raise KeyError(original)
         return PyBytes_FromStringAndSize(value, value_size)
 
-    cdef bint expired(self, uint64_t offset) except -1:
-        """Whether the live put at ``offset``, which ``value_at`` has read, has expired.
+    cdef bint expired(self, uint64_t offset, uint64_t now) noexcept:
+        """Whether the live put at ``offset``, which ``value_at`` has read, has expired by
+        ``now`` (``log_now``).
 
         Asked only once the log holds an expiry record (``log.expiring``),
         so that reads of a log without one pay nothing: the record after
-        the put tells (``log_expiry``), against the wall clock
-        (``_expiry.now``; docs/FORMAT.md, "Expiry").
+        the put tells (``log_expiry``; docs/FORMAT.md, "Expiry"). C alone:
+        no other thread runs between the caller's lookup and its use of the
+        value.
         """
         cdef const char* record = log_record(&self.log, offset)
         cdef int32_t key_size = <int32_t>load_be32(record)
         cdef uint64_t put_end = (offset + RECORD_OVERHEAD + <uint64_t>key_size
                                  + <uint32_t>load_be32(record + 4))
-        cdef uint64_t expires_at = log_expiry(&self.log, self.log.disk_end + self.buffer_used,
-                                              put_end, record + LENGTHS_SIZE, key_size)
-        return expires_at != NEVER and expires_at <= <uint64_t>_expiry.now()
+        cdef uint64_t expires_at
+        return log_expiry(&self.log, self.log.disk_end + self.buffer_used, put_end,
+                          record + LENGTHS_SIZE, key_size, &expires_at) and expires_at <= now
 
     cdef const char* value_at(self, uint64_t offset, Py_ssize_t* value_size) except NULL:
         """The value of the live record at ``offset``, its size in ``value_size``.
@@ -801,6 +807,7 @@ cdef class Store:
         cdef uint64_t offset
         cdef const char* value
         cdef Py_ssize_t size
+        cdef uint64_t now = log_now(&self.log)
         if self.fd < 0 or self.busy:
             self.check_open()
         if self.index.table.pending_count:
@@ -811,7 +818,7 @@ cdef class Store:
                          hash_key(self.index.seed, borrowed.data, borrowed.size), &offset) != 1:
                 raise KeyError(key)
             value = self.value_at(offset, &size)
-            if self.log.expiring and self.expired(offset):
+            if self.log.expiring and self.expired(offset, now):
                 raise KeyError(key)
             if offset >= self.log.disk_end:
                 return memoryview(PyBytes_FromStringAndSize(value, size))
@@ -960,8 +967,9 @@ cdef class Store:
         cdef list found_values = []
         cdef size_t position = 0
         cdef uint64_t offset, version
-        cdef Py_ssize_t key_size
+        cdef Py_ssize_t key_size, value_size
         cdef const char* record
+        cdef const char* value
         cdef bint keys = what != "values"
         cdef bint values = what != "keys"
         self.check_open()
@@ -979,9 +987,9 @@ cdef class Store:
             key_size = <int32_t>load_be32(record)
             if keys:
                 found_keys.append(PyBytes_FromStringAndSize(record + LENGTHS_SIZE, key_size))
-            if values:
-                # The value through get, as a read has it (get's code stays inlined there).
-                found_values.append(self.get(record + LENGTHS_SIZE, key_size, None))
+            if values:  # an expired value too, until a compaction drops it (docs/expiry.md)
+                value = self.value_at(offset, &value_size)
+                found_values.append(PyBytes_FromStringAndSize(value, value_size))
         return _parts.shaped(found_keys, found_values, what)
 
     # --- bulk operations (their loops are in bulk.pxi) ---
@@ -1162,7 +1170,7 @@ cdef class Store:
         cdef const char* record
         cdef bint ends_empty = False  # the last record copied is an empty one
         cdef uint64_t written = _checkpoint.START_SIZE  # the new file's size
-        cdef uint64_t now = _expiry.now() if self.log.expiring else 0
+        cdef uint64_t now = clock_now() if self.log.expiring else 0
         cdef int64_t kept
         if chunk == NULL:
             raise MemoryError("cannot allocate the compaction buffer")
@@ -1296,7 +1304,7 @@ cdef class Store:
         cdef int32_t value_size
         cdef bint keyed
         cdef size_t at
-        cdef uint64_t now = _expiry.now() if self.log.expiring else 0
+        cdef uint64_t now = clock_now() if self.log.expiring else 0
         cdef int64_t kept = NO_EXPIRY_RECORD
         for at in range(count):
             offset = slots[at].offset

@@ -62,7 +62,9 @@ class Examination:
     ``dead_bytes`` (every other record:
     replaced values, deletes, checkpoints), ``file_size``,
     ``reclaimable`` (what a compaction would free: everything but the
-    live records that have not expired and the new log's start, its header and first checkpoint),
+    live records that have not expired, each with its batch and expiry
+    record if it has one, and the new log's start, its header and first
+    checkpoint),
     ``version`` (major, minor).
 
     Damage: ``bad_checksums`` (offsets of records whose CRC-32 does not
@@ -159,5 +161,5 @@ def examine(database_path, check_checksums=False, progress=None, kernel=None):
     found.expired_bytes = summary.expired_bytes
     found.dead_bytes = summary.end - HEADER_SIZE - summary.live_bytes
     found.reclaimable = max(0, found.file_size - _checkpoint.START_SIZE - summary.live_bytes
-                            + summary.expired_bytes)
+                            + summary.expired_bytes - summary.expiry_bytes)
     return found

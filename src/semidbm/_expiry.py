@@ -18,8 +18,9 @@ LATEST = 2**63 - 1
 
 
 def now() -> int:
-    """The wall clock, in milliseconds since the Unix epoch (``time.time_ns``)."""
-    return time.time_ns() // 1_000_000
+    """The wall clock, in milliseconds since the Unix epoch (``time.time_ns``); 0 for a clock
+    set before 1970 (no expiry time is earlier: nothing has expired then)."""
+    return max(0, time.time_ns() // 1_000_000)
 
 
 def expires_at(seconds: object) -> int:

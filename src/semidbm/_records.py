@@ -590,9 +590,12 @@ def walk(data, start, path, base=0, end=None, batches=False, expirable=False):
         position = record_end
 
 
-#: What one walk over a whole data file finds (``_interface.summarize_log``).
+#: What one walk over a whole data file finds (``_interface.summarize_log``). ``expiry_bytes``:
+#: what a compaction adds to copy each live put that has an expiry record and has not expired
+#: with it (a batch's head and the expiry record, docs/FORMAT.md "Expiry").
 LogSummary = namedtuple(
-    "LogSummary", "records end corrupt_at keys live_bytes bad_checksums expired_bytes"
+    "LogSummary",
+    "records end corrupt_at keys live_bytes bad_checksums expired_bytes expiry_bytes",
 )
 
 
@@ -636,6 +639,13 @@ def summarize_log(data, check_checksums, progress, path):
         progress(end, len(data))
     now = _expiry.now()
     live_starts = {start for start, _ in live.values()}
+    expired_bytes = expiry_bytes = 0
+    for key, (start, expires_at) in expiries.items():
+        if key in live and live[key][0] == start:
+            if expires_at <= now:
+                expired_bytes += live[key][1]
+            else:
+                expiry_bytes += BATCH_HEAD_SIZE + EXPIRY_OVERHEAD + len(key)
     return LogSummary(
         records=records,
         end=end,
@@ -643,8 +653,6 @@ def summarize_log(data, check_checksums, progress, path):
         keys=len(live),
         live_bytes=sum(size for _, size in live.values()),
         bad_checksums=[(offset, offset in live_starts) for offset in bad],
-        expired_bytes=sum(
-            live[key][1] for key, (start, expires_at) in expiries.items()
-            if key in live and live[key][0] == start and expires_at <= now
-        ),
+        expired_bytes=expired_bytes,
+        expiry_bytes=expiry_bytes,
     )

@@ -150,6 +150,13 @@ class Cache:
         ``f(1)`` and ``f(x=1)`` too; an argument of a type the scheme
         does not take raises TypeError before the function is called.
         The wrapper's ``cache_key(*args, **kwds)`` gives a call's key.
+        A function whose qualified name does not tell it from others (a
+        lambda, or a function made inside another, whose every instance
+        shares the name) needs a ``name`` of its own: without one,
+        ValueError, rather than two functions sharing results. A method's
+        ``self`` is an argument like the others, which the scheme takes
+        only if it is of a type it keys: memoize a function of the values
+        that the result depends on.
 
         >>> cache = semidbm.Cache("results.cache")
         >>> @cache.memoize(expire=3600)
@@ -165,6 +172,8 @@ class Cache:
         """
 
         def decorate(function: _F) -> _F:
+            if name is None and "<" in function.__qualname__:  # <lambda>, <locals>
+                raise ValueError(_messages.CACHE_UNNAMED % function.__qualname__)
             prefix = MEMOIZE_PREFIX + (
                 name if name is not None
                 else "%s.%s" % (function.__module__, function.__qualname__)

@@ -440,14 +440,16 @@ cdef list bulk_get_targets(Store store, BulkTarget* targets, Py_ssize_t count, o
     """The values of the ``count`` keys of ``targets`` in ``store``, in order, ``default`` for a
     missing one: the lookups pipelined.
 
-    The store is checked here, once the list of values is made: reading
-    the keys, or making that list (a collection, whose finalizers run
-    Python code), may have run code that closed it.
+    The store is checked here, once the list of values is made and the
+    clock read for expiry checks (``log_now``): reading the keys, making
+    that list (a collection, whose finalizers run Python code) or reading
+    the clock may have run code that closed it.
     """
     cdef Py_ssize_t at, value_size
     cdef uint64_t offset
     cdef const char* value
     cdef list values = PyList_New(count)
+    cdef uint64_t now = log_now(&store.log)
     if store.fd < 0 or store.busy:
         store.check_open()
     if store.index.table.pending_count:
@@ -458,7 +460,7 @@ cdef list bulk_get_targets(Store store, BulkTarget* targets, Py_ssize_t count, o
         if keys_find(store, targets[at].key, targets[at].size, targets[at].hashed,
                      &offset) == 1:
             value = store.value_at(offset, &value_size)
-            if store.log.expiring and store.expired(offset):
+            if store.log.expiring and store.expired(offset, now):
                 item = default
             else:
                 item = PyBytes_FromStringAndSize(value, value_size)

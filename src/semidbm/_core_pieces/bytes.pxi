@@ -57,10 +57,6 @@ cdef inline uint32_t load_be32(const char* data) noexcept nogil:
             | (<uint32_t>p[2] << 8) | (<uint32_t>p[3]))
 
 
-# What ``log_expiry`` returns for a put without an expiry record: no time is later.
-cdef uint64_t NEVER = UINT64_MAX
-
-
 cdef inline uint64_t load_be64(const char* data) noexcept nogil:
     return (<uint64_t>load_be32(data) << 32) | load_be32(data + 4)
 
@@ -175,10 +171,29 @@ cdef inline const char* log_record(const Log* log, uint64_t offset) noexcept nog
     return log.map + offset
 
 
-cdef uint64_t log_expiry(const Log* log, uint64_t end, uint64_t put_end, const char* key,
-                         int32_t key_size) noexcept nogil:
-    """When the put of ``key`` that ends at ``put_end`` expires: the time its expiry record
-    holds, or ``NEVER`` if no expiry record follows it (docs/FORMAT.md, "Expiry").
+cdef uint64_t clock_now() except? 0:
+    """The wall clock for expiry checks (``_expiry.now``), in milliseconds; 0 before 1970."""
+    cdef int64_t now = _expiry.now()
+    return <uint64_t>now if now > 0 else 0
+
+
+cdef inline uint64_t log_now(const Log* log) except? 0:
+    """The wall clock for a read's expiry checks (``clock_now``), or 0 if ``log`` holds no
+    expiry record (then nothing is asked).
+
+    It runs Python code, where another thread may write, remap or close
+    the store: a read asks it first, before it checks the store and looks
+    the key up, and runs none after.
+    """
+    if not log.expiring:
+        return 0
+    return clock_now()
+
+
+cdef bint log_expiry(const Log* log, uint64_t end, uint64_t put_end, const char* key,
+                     int32_t key_size, uint64_t* expires_at) noexcept nogil:
+    """Whether an expiry record follows the put of ``key`` that ends at ``put_end``; the time
+    it holds, when the put expires, in ``expires_at`` (docs/FORMAT.md, "Expiry").
 
     ``end`` is where the log ends (the buffer's end, for a writer). An
     expiry record lies only right after its put, in one batch, so it is
@@ -189,12 +204,13 @@ cdef uint64_t log_expiry(const Log* log, uint64_t end, uint64_t put_end, const c
     cdef uint64_t limit = log.disk_end if put_end < log.disk_end else end
     cdef const char* found
     if put_end > limit or limit - put_end < EXPIRY_OVERHEAD + <uint64_t>key_size:
-        return NEVER
+        return False
     found = log_record(log, put_end)
     if (<int32_t>load_be32(found) != key_size or <int32_t>load_be32(found + 4) != EXPIRES
             or memcmp(found + LENGTHS_SIZE, key, <size_t>key_size) != 0):
-        return NEVER
-    return load_be64(found + LENGTHS_SIZE + key_size)
+        return False
+    expires_at[0] = load_be64(found + LENGTHS_SIZE + key_size)
+    return True
 
 
 cdef inline void log_prefetch(const Log* log, uint64_t offset) noexcept nogil:

@@ -63,11 +63,13 @@ cdef class ShardRouter:
     def __getitem__(self, key):
         """The value of ``key`` from its shard: KeyError of ``key`` as given if it is missing."""
         cdef Borrowed borrowed
+        cdef uint64_t now
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
+                now = log_now(&(<Store>shard).log)
                 (<Store>shard).check_reads()
-                return (<Store>shard).get(borrowed.data, borrowed.size, key)
+                return (<Store>shard).get(borrowed.data, borrowed.size, key, now)
         finally:
             give_back(&borrowed)
         return shard[key]
@@ -75,11 +77,13 @@ cdef class ShardRouter:
     def __contains__(self, key):
         """Whether ``key`` is in its shard."""
         cdef Borrowed borrowed
+        cdef uint64_t now
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
+                now = log_now(&(<Store>shard).log)
                 (<Store>shard).check_reads()
-                return (<Store>shard).holds(borrowed.data, borrowed.size)
+                return (<Store>shard).holds(borrowed.data, borrowed.size, now)
         finally:
             give_back(&borrowed)
         return key in shard
@@ -87,12 +91,14 @@ cdef class ShardRouter:
     def get(self, key, default=None, /):
         """The value of ``key`` from its shard, or ``default`` if it is missing."""
         cdef Borrowed borrowed
+        cdef uint64_t now
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
+                now = log_now(&(<Store>shard).log)
                 (<Store>shard).check_reads()
                 try:
-                    return (<Store>shard).get(borrowed.data, borrowed.size, key)
+                    return (<Store>shard).get(borrowed.data, borrowed.size, key, now)
                 except KeyError:  # only a missing key's: the lookup raises no other
                     return default
         finally:

@@ -26,6 +26,7 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
     cdef size_t parsed = REPLAY_BLOCK
     cdef size_t at
     cdef uint64_t records = 0
+    cdef uint64_t kept = 0
     cdef uint64_t next_report = PROGRESS_STEP
     cdef list bad = []
     cdef object corrupt_at = None
@@ -66,8 +67,9 @@ cdef object summarize_mapped(const char* data, uint64_t size, bint check_checksu
             keys=index.table.count,
             live_bytes=live_record_bytes(&index.table),
             bad_checksums=[(offset, record_is_live(&index, offset)) for offset in bad],
-            expired_bytes=expired_record_bytes(&index.table, _expiry.now())
+            expired_bytes=expiring_record_bytes(&index.table, clock_now(), &kept)
             if parser.expiring else 0,
+            expiry_bytes=kept,
         )
     finally:
         table_clear(&index.table)
@@ -91,22 +93,27 @@ cdef uint64_t live_record_bytes(const Table* table) noexcept nogil:
     return total
 
 
-cdef uint64_t expired_record_bytes(const Table* table, uint64_t now) noexcept nogil:
+cdef uint64_t expiring_record_bytes(const Table* table, uint64_t now,
+                                    uint64_t* kept) noexcept nogil:
     """The bytes of the records the table points at (as ``live_record_bytes`` counts them) whose
-    expiry record (``log_expiry``) says that they expired by ``now``."""
+    expiry record (``log_expiry``) says that they expired by ``now``; in ``kept``, the bytes
+    a compaction adds to copy the others that have one (``_records.LogSummary``)."""
     cdef uint64_t total = 0
     cdef size_t at
     cdef const char* record
     cdef int32_t key_size
-    cdef uint64_t size
+    cdef uint64_t size, expires_at
     for at in range(table.capacity):
         if table.slots[at].offset:
             record = log_record(table.log, table.slots[at].offset)
             key_size = <int32_t>load_be32(record)
             size = <uint64_t>RECORD_OVERHEAD + <uint64_t>key_size + load_be32(record + 4)
             if log_expiry(table.log, table.log.disk_end, table.slots[at].offset + size,
-                          record + LENGTHS_SIZE, key_size) <= now:
-                total += size
+                          record + LENGTHS_SIZE, key_size, &expires_at):
+                if expires_at <= now:
+                    total += size
+                else:
+                    kept[0] += RECORD_OVERHEAD + EXPIRY_OVERHEAD + <uint64_t>key_size
     return total
 
 
