@@ -3,8 +3,9 @@
 # every reader's refresh that finds an index file makes. They are
 # _index_file.load's, made here without a Python call, an object or an
 # exception per step: its 32 samples of the log alone took 32 calls of
-# Python and as many bytes objects, about half of a small open's time, and
-# in a process just forked every Python object touched costs a page copied.
+# Python and as many bytes objects, some 40% of the time of an open, a read
+# and a close of a database with an index file, and in a process just
+# forked every Python object touched costs a page copied.
 # _index_file.load stays the pure kernel's and Windows' (no openat there),
 # and tests/test_index_file.py holds both to every case. The sizes and
 # offsets come from _index_file and _checkpoint, read once at import.
@@ -46,8 +47,10 @@ cdef size_t NONCE_SIZE = _checkpoint.NONCE_SIZE
 cdef uint64_t CHECKPOINT_SIZE = _checkpoint.SIZE
 cdef uint64_t CHECKPOINT_MAX_SIZE = _checkpoint.MAX_SIZE
 cdef uint64_t LOG_START_SIZE = _checkpoint.START_SIZE
-# Every range read here fits a buffer of a header's size.
+# Every range read here fits a buffer of a header's size, and every field lies before the
+# header's CRC-32.
 assert max(EDGE_SAMPLE, MIDDLE_SAMPLE, CHECKPOINT_MAX_SIZE) <= INDEX_HEADER_SIZE
+assert CHECKPOINT_AT + 8 + NONCE_SIZE <= HEADER_CRC_AT
 
 
 cdef struct IndexHeader:
