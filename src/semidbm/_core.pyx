@@ -684,10 +684,8 @@ cdef class Store:
 
     def __contains__(self, key):
         cdef Borrowed borrowed
-        cdef uint64_t now = log_now(&self.log)
-        self.check_open()
-        if self.index.table.pending_count:
-            keys_apply_pending(self)
+        cdef uint64_t now
+        self.check_reads(&now)
         borrow(key, &borrowed, "keys")
         try:
             return self.holds(borrowed.data, borrowed.size, now)
@@ -695,8 +693,8 @@ cdef class Store:
             give_back(&borrowed)
 
     cdef inline bint holds(self, const char* key, Py_ssize_t key_size, uint64_t now) except -1:
-        """Whether ``key`` (``key_size`` bytes) is live, and has not expired by ``now``
-        (``log_now``); the caller has checked the store."""
+        """Whether ``key`` (``key_size`` bytes) is live, and has not expired by ``now``; the
+        caller has checked the store (``check_reads``)."""
         cdef uint64_t offset
         if keys_find(self, key, key_size, hash_key(self.index.seed, key, key_size),
                      &offset) != 1:
@@ -705,8 +703,8 @@ cdef class Store:
 
     def __getitem__(self, key):
         cdef Borrowed borrowed
-        cdef uint64_t now = log_now(&self.log)
-        self.check_reads()
+        cdef uint64_t now
+        self.check_reads(&now)
         if PyBytes_Check(key):
             return self.get(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), key, now)
         borrow(key, &borrowed, "keys")
@@ -715,8 +713,19 @@ cdef class Store:
         finally:
             give_back(&borrowed)
 
-    cdef inline int check_reads(self) except -1:
-        """What a read checks before its lookup: the store open and idle, the index up to date."""
+    cdef inline int check_reads(self, uint64_t* now) except -1:
+        """What a read checks before its lookup: the store open and idle, the index up to date.
+
+        ``now[0]`` is set to the clock of the read's expiry checks
+        (``log_now``), which may run Python code: the store is checked
+        again after it, and from there the read runs none, so no other
+        thread closes, writes or remaps under it. The clock is read once
+        the store is open: a store made by ``_pending`` opens at its first
+        check, and only then knows whether its log holds expiry records.
+        """
+        if self.fd < 0 or self.busy:
+            self.check_open()
+        now[0] = log_now(&self.log)
         if self.fd < 0 or self.busy:
             self.check_open()
         if self.index.table.pending_count:
@@ -725,8 +734,8 @@ cdef class Store:
 
     cdef object get(self, const char* key, Py_ssize_t key_size, object original, uint64_t now):
         """The value of ``key``: KeyError of ``original`` if it is missing or expired by ``now``
-        (``log_now``, read before the caller checked the store: no Python code runs from
-        the lookup to the copy of the value, so no other thread moves it meanwhile)."""
+        (``check_reads``: no Python code runs from the lookup to the copy of the value, so no
+        other thread moves it meanwhile)."""
         cdef uint32_t hashed = hash_key(self.index.seed, key, key_size)
         cdef Py_ssize_t slot = table_find(&self.index.table, key, key_size, hashed)
         cdef uint64_t offset
@@ -758,7 +767,7 @@ cdef class Store:
 
     cdef bint expired(self, uint64_t offset, uint64_t now) noexcept:
         """Whether the live put at ``offset``, which ``value_at`` has read, has expired by
-        ``now`` (``log_now``).
+        ``now`` (``check_reads``).
 
         Asked only once the log holds an expiry record (``log.expiring``),
         so that reads of a log without one pay nothing: the record after
@@ -807,11 +816,8 @@ cdef class Store:
         cdef uint64_t offset
         cdef const char* value
         cdef Py_ssize_t size
-        cdef uint64_t now = log_now(&self.log)
-        if self.fd < 0 or self.busy:
-            self.check_open()
-        if self.index.table.pending_count:
-            keys_apply_pending(self)
+        cdef uint64_t now
+        self.check_reads(&now)
         borrow(key, &borrowed, "keys")
         try:
             if keys_find(self, borrowed.data, borrowed.size,

@@ -440,20 +440,17 @@ cdef list bulk_get_targets(Store store, BulkTarget* targets, Py_ssize_t count, o
     """The values of the ``count`` keys of ``targets`` in ``store``, in order, ``default`` for a
     missing one: the lookups pipelined.
 
-    The store is checked here, once the list of values is made and the
-    clock read for expiry checks (``log_now``): reading the keys, making
-    that list (a collection, whose finalizers run Python code) or reading
-    the clock may have run code that closed it.
+    The store is checked here (``check_reads``, which reads the clock for
+    the expiry checks first), once the list of values is made: reading
+    the keys, or making that list (a collection, whose finalizers run
+    Python code), may have run code that closed it.
     """
     cdef Py_ssize_t at, value_size
     cdef uint64_t offset
     cdef const char* value
     cdef list values = PyList_New(count)
-    cdef uint64_t now = log_now(&store.log)
-    if store.fd < 0 or store.busy:
-        store.check_open()
-    if store.index.table.pending_count:
-        keys_apply_pending(store)
+    cdef uint64_t now
+    store.check_reads(&now)
     bulk_start_lookups(store, targets, count)
     for at in range(count):
         bulk_look_ahead(store, targets, count, at)

@@ -182,8 +182,8 @@ cdef inline uint64_t log_now(const Log* log) except? 0:
     expiry record (then nothing is asked).
 
     It runs Python code, where another thread may write, remap or close
-    the store: a read asks it first, before it checks the store and looks
-    the key up, and runs none after.
+    the store: a read asks it first (``Store.check_reads``), before it
+    checks the store and looks the key up, and runs none after.
     """
     if not log.expiring:
         return 0

@@ -67,8 +67,7 @@ cdef class ShardRouter:
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
-                now = log_now(&(<Store>shard).log)
-                (<Store>shard).check_reads()
+                (<Store>shard).check_reads(&now)
                 return (<Store>shard).get(borrowed.data, borrowed.size, key, now)
         finally:
             give_back(&borrowed)
@@ -81,8 +80,7 @@ cdef class ShardRouter:
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
-                now = log_now(&(<Store>shard).log)
-                (<Store>shard).check_reads()
+                (<Store>shard).check_reads(&now)
                 return (<Store>shard).holds(borrowed.data, borrowed.size, now)
         finally:
             give_back(&borrowed)
@@ -95,8 +93,7 @@ cdef class ShardRouter:
         shard = self.route(key, &borrowed)
         try:
             if isinstance(shard, Store):
-                now = log_now(&(<Store>shard).log)
-                (<Store>shard).check_reads()
+                (<Store>shard).check_reads(&now)
                 try:
                     return (<Store>shard).get(borrowed.data, borrowed.size, key, now)
                 except KeyError:  # only a missing key's: the lookup raises no other
