@@ -10,7 +10,8 @@ the sessions). Arguments after ``--`` go to the session's main command.
   sets how many, ``1`` runs them in pytest's own process).
 - ``compiled-3.9`` ... ``compiled-3.15`` (tag ``compiled``): the suite
   on the compiled kernel (COMPILED_ONLY: ``pytest --kernel cython``, less
-  the long randomized runs marked ``slow``) on each CPython the
+  the long randomized runs, the kernel's logic case by case but on 3.9,
+  and the tools' tests) on each CPython the
   wheels promise: Debian's 3.11, pyenv's 3.9, 3.10, 3.12 and 3.13 (a
   missing one is an error, not a skip), and 3.14 and 3.15 from Debian
   unstable in a folder of the checkout (scripts/debian_unstable.py,
@@ -105,13 +106,31 @@ QUICK_SELECTION = [
 ]
 
 #: The compiled-kernel selection of the suite (tests/conftest.py) that runs
-#: on each Python: every test but the long randomized runs (marked ``slow``:
-#: kills, stress, power cuts, fuzzing, a 4 GiB file). Those test the
-#: kernel's logic, the same C on every Python, and run in the whole suite
-#: (``tests``, Debian's 3.11) and under the sanitizers on every CI run;
-#: what differs between Pythons, the C API at the kernel's edge and the
-#: Python code, every other test meets.
-COMPILED_ONLY = ["--kernel", "cython", "-m", "not slow"]
+#: on each Python but the oldest: the tests of what differs between
+#: Pythons, the C API at the kernel's edge and the Python code. Left out:
+#: the long randomized runs (marked ``slow``: kills, stress, power cuts,
+#: fuzzing, a 4 GiB file) and the kernel's logic case by case (marked
+#: ``kernel_logic``: the index file's trust, crashes, hostile files, a
+#: model), which test the same C on every Python and run in the whole
+#: suite (``tests``, Debian's 3.11) and under the sanitizers on every CI
+#: run, the second on the oldest Python too (COMPILED_ON_THE_OLDEST), where
+#: a call the Python code makes to what that Python lacks shows; and the
+#: tests of the repository's tools (``tooling``: the CI runner, the
+#: benchmarks), which run where the tools run, in the whole suite.
+COMPILED_ONLY = ["--kernel", "cython", "-m", "not slow and not kernel_logic and not tooling"]
+
+#: The compiled-kernel selection on the oldest Python the wheels promise
+#: (OLDEST_PYTHON): COMPILED_ONLY and the ``kernel_logic`` tests.
+COMPILED_ON_THE_OLDEST = ["--kernel", "cython", "-m", "not slow and not tooling"]
+
+#: The oldest Python the wheels promise (PYENV_VERSIONS is in order).
+OLDEST_PYTHON = PYENV_VERSIONS[0]
+
+
+def compiled_selection(version):
+    """The pytest arguments of the compiled-kernel selection on CPython ``version``."""
+    return COMPILED_ON_THE_OLDEST if version == OLDEST_PYTHON else COMPILED_ONLY
+
 
 #: Fails, saying which kernel it got, unless semidbm runs its compiled kernel.
 CHECK_COMPILED = (
@@ -356,9 +375,10 @@ def test_extras(version):
 def compiled_on_this_machine(session):
     """The compiled-kernel selection of the suite on this Python; arguments go to pytest."""
     debian_packages(session)
-    install_checkout(session, *test_extras(session.name.split("-", 1)[1]))
+    version = session.name.split("-", 1)[1]
+    install_checkout(session, *test_extras(version))
     session.run("python", "-c", CHECK_COMPILED)
-    run_suite(session, *COMPILED_ONLY, *session.posargs)
+    run_suite(session, *compiled_selection(version), *session.posargs)
 
 
 def compiled_in_debian_unstable(session, version):
@@ -377,7 +397,8 @@ def compiled_in_debian_unstable(session, version):
         )
     debian_unstable.run_inside(session, python, "-c", CHECK_COMPILED)
     debian_unstable.run_inside(
-        session, python, "-m", "pytest", *test_processes(), *COMPILED_ONLY, *session.posargs,
+        session, python, "-m", "pytest", *test_processes(), *compiled_selection(version),
+        *session.posargs,
         env={"SEMIDBM_V051_PYTHON": v051},
     )
 
@@ -490,6 +511,9 @@ def debian_unstable_folder(session):
 def sanitize(session):
     """The suite's compiled-kernel runs, the crash, stress and fuzz harnesses under ASan and UBSan.
 
+    The tools' tests (marked ``tooling``) are left out: they run none of
+    the kernel's code that the others do not.
+
     The compiled kernel is built with ``-fsanitize=address,undefined``
     from a copy of the sources (no object file of an ordinary build is
     reused) into this session's environment. Any sanitizer report stops
@@ -532,7 +556,7 @@ def sanitize(session):
     # instrumented code (the interpreter is not built with the sanitizers).
     session.run(
         "python", "-m", "pytest", "-p", "no:cacheprovider", *test_processes(), "--kernel",
-        "cython", *deselected, *session.posargs, env=sanitized,
+        "cython", "-m", "not tooling", *deselected, *session.posargs, env=sanitized,
     )
     kills = os.environ.get("SEMIDBM_KILLS", "60")
     seconds = os.environ.get("SEMIDBM_STRESS_SECONDS", "15")

@@ -6,6 +6,8 @@ import pytest
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 
 @pytest.fixture
 def bulk(monkeypatch):

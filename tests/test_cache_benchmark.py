@@ -4,6 +4,8 @@ import pytest
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 pytest.importorskip("diskcache")
 
 

@@ -39,6 +39,8 @@ from .conftest import compiled_only
 from .support.log import checkpoints_in, ending_checkpoint, first_checkpoint
 from .support.v051 import apply_v051
 
+pytestmark = pytest.mark.kernel_logic
+
 PURE = _kernel.load("python")
 
 

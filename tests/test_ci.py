@@ -10,6 +10,8 @@ import pytest
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 if not (benchmark_scripts.SCRIPTS / "ci.py").exists():
     # The suite run from an sdist or a wheel's copy of the tests has no scripts/.
     pytest.skip("no scripts/ beside the tests (not a checkout)", allow_module_level=True)

@@ -25,6 +25,8 @@ import semidbm
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 _BENCHMARKS = benchmark_scripts.BENCHMARKS
 
 

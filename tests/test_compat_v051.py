@@ -38,6 +38,8 @@ from .support.log import records_after_start
 from .support.records import delete_record, put_record
 from .support.v051 import v051_python
 
+pytestmark = pytest.mark.kernel_logic
+
 CASES = v051_cases.CASES
 expected = v051_cases.expected
 to_bytes = v051_cases.to_bytes

@@ -24,6 +24,8 @@ from .conftest import compiled_only, kernel_name
 from .harness import crash
 from .support import index_format
 
+pytestmark = pytest.mark.kernel_logic
+
 posix_only = pytest.mark.skipif(os.name != "posix", reason="SIGKILL is POSIX")
 
 #: Kills per configuration in the suite: enough for every phase to be hit (60

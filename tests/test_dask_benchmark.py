@@ -8,6 +8,8 @@ import pytest
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 
 @pytest.fixture
 def bench(monkeypatch):

@@ -28,6 +28,8 @@ import pytest
 
 import semidbm
 
+pytestmark = pytest.mark.tooling
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The package's own files, as installed or in the checkout.

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from .conftest import compiled_only
 from .harness import fuzz
 
+pytestmark = pytest.mark.kernel_logic
+
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hostile")
 
 

@@ -52,6 +52,8 @@ from .support.log import ending_checkpoint
 from .support.records import delete_record, put_record
 from .support.v051 import apply_v051
 
+pytestmark = pytest.mark.kernel_logic
+
 #: The checkout's top directory, from which a child process imports ``tests.support``.
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

@@ -32,6 +32,8 @@ from .harness import powerfs, powerloss, powermodel
 from .harness.powermodel import PAGE, ROOT, Disk
 from .support.power_loss import needs_fuse, remove_scratch
 
+pytestmark = pytest.mark.kernel_logic
+
 SEEDS = int(os.environ.get("SEMIDBM_POWERLOSS_SEEDS", "4"))
 CUTS = int(os.environ.get("SEMIDBM_POWERLOSS_CUTS", "0")) or None
 LENGTH = int(os.environ.get("SEMIDBM_POWERLOSS_LENGTH", "150"))

@@ -24,6 +24,8 @@ from .harness import powerloss
 from .support import index_format
 from .support.power_loss import needs_fuse, remove_scratch
 
+pytestmark = pytest.mark.kernel_logic
+
 #: Every rule, the safe ones and the hazard ones.
 ALL_RULES = powerloss.SAFE_RULES + powerloss.HAZARD_RULES
 #: The safe rules as ``Checker.kinds`` names them.

@@ -21,7 +21,7 @@ from .harness import powerfs, powerloss, powerpeers
 _UNAVAILABLE = powerfs.unavailable()
 
 #: The peers' runs test the harness, not semidbm: not again on every Python.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.tooling]
 
 
 def _peer(name):

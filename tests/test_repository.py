@@ -48,6 +48,8 @@ import pytest
 
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 #: The top directory of the checkout these tests run from.
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,6 +17,8 @@ from semidbm import _examine, _fields, _kernel
 
 from .conftest import IMPLEMENTATIONS
 
+pytestmark = pytest.mark.kernel_logic
+
 #: Keys with runs of shared bytes, of every length around the eight the compiled kernel keeps.
 KEYS = st.lists(
     st.builds(

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import warnings
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -24,6 +25,8 @@ from semidbm._records import seal
 from semidbm._settings import DEFAULT_BUFFER_SIZE
 
 from .conftest import IMPLEMENTATIONS
+
+pytestmark = pytest.mark.kernel_logic
 
 keys = st.one_of(
     st.sampled_from([b"", b"a", b"b", b"key", b"\x00\xff", "é", "ключ"]),

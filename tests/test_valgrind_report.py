@@ -1,6 +1,10 @@
 """The reader of memcheck reports that the nox session memcheck relies on (a check of the check)."""
 
+import pytest
+
 from .harness import valgrind
+
+pytestmark = pytest.mark.tooling
 
 REPORT = """<?xml version="1.0"?>
 <valgrindoutput>

@@ -8,6 +8,8 @@ import pytest
 from .conftest import compiled_only
 from .support import benchmark_scripts
 
+pytestmark = pytest.mark.tooling
+
 
 @pytest.fixture
 def views(monkeypatch):
