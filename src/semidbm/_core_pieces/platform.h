@@ -267,11 +267,19 @@ static int64_t semidbm_clock_ns(void)
 
 #define SEMIDBM_MAP_BEYOND_EOF 1
 
+/* The errno of a call that failed, never 0: the callers take 0 for success (and would use
+ * what the call did not fill in), and the compiler cannot know errno is set. */
+static int semidbm_failure(void)
+{
+    int error = errno;
+    return error != 0 ? error : EIO;
+}
+
 static const char *semidbm_map(int fd, size_t length, int *error)
 {
     void *view = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0);
     if (view == MAP_FAILED) {
-        *error = errno;
+        *error = semidbm_failure();
         return NULL;
     }
     return (const char *)view;
@@ -302,7 +310,7 @@ static int64_t semidbm_file_size(int fd)
 /* Cut or extend the file fd to size bytes: 0, or an errno. */
 static int semidbm_truncate(int fd, int64_t size)
 {
-    return ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
+    return ftruncate(fd, (off_t)size) == 0 ? 0 : semidbm_failure();
 }
 
 static void semidbm_advise_huge(void *data, size_t size)
@@ -338,12 +346,12 @@ static void semidbm_yield(void)
 
 static int semidbm_try_turn(int fd)
 {
-    return flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+    return flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : semidbm_failure();
 }
 
 static int semidbm_end_turn(int fd)
 {
-    return flock(fd, LOCK_UN) == 0 ? 0 : errno;
+    return flock(fd, LOCK_UN) == 0 ? 0 : semidbm_failure();
 }
 
 static int semidbm_file_at(int directory, const char *name, uint64_t *device, uint64_t *inode,
@@ -351,7 +359,7 @@ static int semidbm_file_at(int directory, const char *name, uint64_t *device, ui
 {
     struct stat info;
     if (fstatat(directory, name, &info, 0) != 0)
-        return errno;
+        return semidbm_failure();
     *device = (uint64_t)info.st_dev;
     *inode = (uint64_t)info.st_ino;
     *size = (uint64_t)info.st_size;
@@ -379,7 +387,7 @@ static int semidbm_file_end(int fd, uint64_t *size)
 {
     off_t end = lseek(fd, 0, SEEK_END);
     if (end < 0)
-        return errno;
+        return semidbm_failure();
     *size = (uint64_t)end;
     return 0;
 }
@@ -404,7 +412,7 @@ static int semidbm_file_info(int fd, semidbm_info *info)
 {
     struct stat found;
     if (fstat(fd, &found) != 0)
-        return errno;
+        return semidbm_failure();
     info->device = (uint64_t)found.st_dev;
     info->inode = (uint64_t)found.st_ino;
     info->size = (uint64_t)found.st_size;
