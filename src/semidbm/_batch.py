@@ -12,7 +12,7 @@ a batch holds and checks as it is filled is written here once, for both.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 from . import _messages
 from ._records import as_bytes
@@ -91,15 +91,7 @@ class Batch:
         ``other`` is a mapping, an object with ``keys()`` (each key is then
         looked up in it), or an iterable of ``(key, value)`` pairs.
         """
-        if isinstance(other, Mapping):
-            pairs: Iterable[tuple[Data, Data]] = other.items()
-        elif hasattr(other, "keys"):
-            pairs = ((key, other[key]) for key in other.keys())  # type: ignore[index]
-        else:
-            pairs = other
-        for key, value in pairs:
-            self[key] = value
-        for key, value in kwds.items():
+        for key, value in update_pairs(other, kwds):
             self[key] = value
 
     def __len__(self) -> int:
@@ -201,6 +193,22 @@ class Batch:
         if self._ended is None and self._changes:
             message = _messages.BATCH_UNENDED % len(self._changes)
             warnings.warn(message, ResourceWarning, stacklevel=2, source=self)
+
+
+def update_pairs(
+    other: Mapping[Data, Data] | Iterable[tuple[Data, Data]], kwds: Mapping[str, Data]
+) -> Iterator[tuple[Data, Data]]:
+    """The ``(key, value)`` pairs of ``update(other, **kwds)``, as ``MutableMapping.update``
+    takes them: those of ``other`` (a mapping, an object with ``keys()``, each key then looked
+    up in it, or an iterable of pairs), then those of ``kwds``."""
+    if isinstance(other, Mapping):
+        yield from other.items()
+    elif hasattr(other, "keys"):
+        for key in other.keys():
+            yield key, other[key]  # type: ignore[index]
+    else:
+        yield from other
+    yield from kwds.items()
 
 
 def _record_size(key: bytes, value: bytes | None) -> int:

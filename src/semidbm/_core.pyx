@@ -1593,11 +1593,11 @@ cdef class Store:
         self.reload(False)  # which forgets the pending updates with every key
         return 0
 
-    def _commit_batch(self, dict changes not None):
+    def _commit_batch(self, dict changes not None, uint64_t expires_at=0):
         """``_interface.Store._commit_batch``, in C (``batch_commit.pxi``)."""
         with self.guard:
             self.check_writable("write")
-            return batch_commit(self, changes)
+            return batch_commit(self, changes, expires_at)
 
     def _commit_encoded(self, bytes record not None):
         """``_interface.Store._commit_encoded``, in C (``batch_commit.pxi``)."""

@@ -133,6 +133,18 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         (:meth:`set`; see ``format`` in :func:`semidbm.open` and :meth:`compact`).
         """
 
+    @property
+    def expire(self) -> float | None:
+        """The default lifetime, in seconds, of the values this handle writes, or None.
+
+        ``semidbm.open(path, flag, expire=seconds)`` sets it: every value
+        written without a lifetime of its own (``db[key] = value``,
+        :meth:`update`, ``setdefault``, a :meth:`batch`'s writes,
+        :meth:`set` without ``expire``) expires that many seconds after
+        it is written (:doc:`/expiry`). None: such values never expire.
+        """
+        return None
+
     @abstractmethod
     def __getitem__(self, key: Data, /) -> bytes:
         """Return the value of ``key``.
@@ -632,7 +644,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
     def set(self, key: Data, value: Data, expire: float | None = None) -> None:
         """Set ``key`` to ``value``, for ``expire`` seconds if given, otherwise until changed.
 
-        Without ``expire`` this is ``db[key] = value``. With it, the value
+        Without ``expire`` this is ``db[key] = value`` (whose value
+        expires after the handle's default lifetime, :attr:`expire`, if
+        it has one). With it, the value
         expires that many seconds from now, by the wall clock: from then
         on ``db[key]``, ``key in db``, ``db.get(key)``, :meth:`get_many`
         and :meth:`view` find ``key`` missing, and the next
@@ -651,7 +665,8 @@ class Database(MutableMapping):  # type: ignore[type-arg]
             key: the key (bytes, bytes-like or str, stored as UTF-8).
             value: the value (as the key).
             expire: seconds until the value expires, an int or a float,
-                finite and above 0; None (the default): never.
+                finite and above 0; None (the default): the handle's
+                :attr:`expire`, never if it has none.
 
         Raises:
             TypeError: ``expire`` is not a number (bool neither), or the
@@ -740,7 +755,9 @@ class Database(MutableMapping):  # type: ignore[type-arg]
         _cursor: tuple[list[bytes], int] | None
 
         # A batch's changes as one batch record (private: Batch commits through it).
-        def _commit_batch(self, changes: dict[bytes, bytes | None]) -> None: ...
+        def _commit_batch(
+            self, changes: dict[bytes, bytes | None], expires_at: int = 0
+        ) -> None: ...
 
         def _commit_encoded(self, record: bytes) -> None: ...
 

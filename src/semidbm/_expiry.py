@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 from . import _messages
 
@@ -37,3 +38,10 @@ def expires_at(seconds: object) -> int:
     if at > LATEST:
         raise ValueError(_messages.EXPIRE_VALUE % (seconds,))
     return at
+
+
+def lifetime(seconds: object) -> float:
+    """``seconds`` checked as an ``expire=`` argument is (:func:`expires_at`), as a float: the
+    default lifetime of ``semidbm.open(expire=)``, checked before the disk is touched."""
+    expires_at(seconds)
+    return float(cast(float, seconds))  # an int or a float, as checked

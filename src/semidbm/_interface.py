@@ -346,16 +346,20 @@ class Store(Protocol):
         Writers only.
         """
 
-    def _commit_batch(self, changes: Dict[bytes, Optional[bytes]]) -> None:
+    def _commit_batch(self, changes: Dict[bytes, Optional[bytes]], expires_at: int = 0) -> None:
         """Append ``changes`` as one batch record and apply them (``_batch.Batch`` calls it).
 
         ``changes``, a dict, maps each key to its value, or to None for a
-        delete, in the order the record lists them; keys and values are
+        delete, in the order the record lists them; with ``expires_at``
+        (milliseconds since the Unix epoch, ``_expiry.expires_at``) each
+        put is followed by its expiry record, and a store of a format
+        before 2.1 refuses the batch (DBMError, ``_messages.NO_EXPIRY``,
+        after the other checks; nothing written). Keys and values are
         bytes exactly (TypeError, ``_messages.BATCH_CHANGES``, for a
         subclass too: its hashing could change the dict mid-commit).
         Deletes of keys that are not live are left out, and nothing is
-        written if nothing is left. No other
-        thread sees part of the batch (docs/FORMAT.md, "Batches").
+        written if nothing is left. No other thread sees part of the batch
+        (docs/FORMAT.md, "Batches").
         Refused (DBMError) unless the store is writable, open and of
         format 2 (``_messages.NO_BATCHES``).
         """

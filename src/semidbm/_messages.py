@@ -204,6 +204,10 @@ CACHE_ARGUMENT = (
 EXPIRE_TYPE = "expire must be a number of seconds (int or float), not %s"
 #: ``expire=`` that is not a finite number of seconds above 0 (the number).
 EXPIRE_VALUE = "expire must be a finite number of seconds above 0, not %r"
+#: ``semidbm.open(expire=)`` for a reader, which writes nothing.
+EXPIRE_READER = "expire is the lifetime of the values a writer writes: a reader ('r') takes none"
+#: ``semidbm.open(expire=)`` with a format that has no expiring values (the format).
+EXPIRE_FORMAT = "expire needs format 2 (2.1), which has values that expire, not format %d"
 #: A batch larger than a batch record holds (with the limit).
 BATCH_TOO_LONG = "a semidbm batch holds at most %d bytes of records (2 GiB - 1)"
 #: A batch's changes that are not bytes mapped to bytes or None (``Store._commit_batch``).

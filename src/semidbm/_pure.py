@@ -477,7 +477,7 @@ class Store:
                 raise KeyError(original)
             self._append(encode_delete(key), [(key, 0, DELETED)])
 
-    def _commit_batch(self, changes):
+    def _commit_batch(self, changes, expires_at=0):
         """``_interface.Store._commit_batch``: one batch record, ``_records.encode_batch``'s."""
         if type(changes) is not dict or not all(
             type(key) is bytes and (value is None or type(value) is bytes)
@@ -488,10 +488,14 @@ class Store:
             self._check_writable("write")
             if not self._batches:
                 raise DBMError(_messages.NO_BATCHES % ((self.path,) + self._version))
+            if expires_at and self._version < EXPIRY_VERSION:
+                raise DBMError(_messages.NO_EXPIRY % ((self.path,) + self._version))
             kept = [(key, value) for key, value in changes.items()
                     if value is not None or key in self._index]
             if kept:
-                self._append(*encode_batch(kept))
+                self._append(*encode_batch(kept, expires_at))
+                self._expiring = self._expiring or (
+                    expires_at != 0 and any(value is not None for _, value in kept))
 
     def _commit_encoded(self, record):
         """``_interface.Store._commit_encoded``: ``record`` checked by ``_records.batch_puts``."""

@@ -143,12 +143,14 @@ def key_list(keys, method):
     return list(keys)
 
 
-def encode_batch(changes):
+def encode_batch(changes, expires_at=0):
     """The batch record of ``changes``, and where its records put values.
 
     ``changes`` is a list of ``(key, value)`` pairs of bytes, ``value``
-    None for a delete. Returns the record's bytes and, for each change in
-    order, ``(key, value_start, value_length)``: where its value starts
+    None for a delete; each put is followed by its expiry record
+    (``encode_expiry``) if ``expires_at`` is not 0. Returns the record's
+    bytes and, for each change in order, ``(key, value_start,
+    value_length)``: where its value starts
     in the record and its length (``DELETED`` for a delete), as a
     kernel's index takes them. docs/FORMAT.md, "Batches": the body's
     length, ``BATCH``, the body's CRC-32, then the body, the records back
@@ -164,6 +166,8 @@ def encode_batch(changes):
         else:
             body += encode_put(key, value)
             placed.append((key, start, len(value)))
+            if expires_at:
+                body += encode_expiry(key, expires_at)
     if len(body) > MAX_LENGTH:
         raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
     return _batch_of(body), placed

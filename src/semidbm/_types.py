@@ -41,6 +41,7 @@ class BatchTarget(Protocol):
         """Whether ``key`` is in the database."""
         ...
 
-    def _commit_batch(self, changes: dict[bytes, bytes | None]) -> None:
-        """Write ``changes`` (a value of None: a delete) as one batch record."""
+    def _commit_batch(self, changes: dict[bytes, bytes | None], expires_at: int = 0) -> None:
+        """Write ``changes`` (a value of None: a delete) as one batch record, each put expiring
+        at ``expires_at`` if not 0."""
         ...

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import errno
 import functools
+import itertools
 import operator
 import os
 import stat
@@ -24,15 +25,18 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING, Literal
 
-from . import _checkpoint, _files, _index_file, _kernel, _lock, _messages
+from . import _checkpoint, _expiry, _files, _index_file, _kernel, _lock, _messages
+from ._batch import update_pairs
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
 from ._shared import SHARED_FLAGS, shared_class
 from .errors import DBMError, DBMNotSyncedError, TornTailWarning
 from .format import (
+    BATCH_FORMAT,
     COMPACT_NAME,
     DATA_NAME,
     DEFAULT_FORMAT,
+    EXPIRY_VERSION,
     HEADER_SIZE,
     INDEX_NAME,
     INDEX_TEMP_NAME,
@@ -72,6 +76,8 @@ _classes: dict[ModuleType, type[Database]] = {}
 _shared_classes: dict[ModuleType, type[Database]] = {}
 #: The class of each db class's writers that sync every write (``_synced_class``).
 _synced_classes: dict[type[Database], type[Database]] = {}
+#: The expiring class of each db class (``_expiring_class``), made at its first use.
+_expiring_classes: dict[type[Database], type[Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -220,46 +226,102 @@ def _synced_class(base):
     return type(base.__name__, (base,), members)
 
 
-def _class_for(kernel, flag, synced):
+def _class_for(kernel, flag, synced, expiring=False):
     """The db class of a database opened with ``flag`` (semidbm's own) on ``kernel``.
 
-    ``synced``: every write is synced (:func:`_synced_class`), each class made once.
+    ``synced``: every write is synced (:func:`_synced_class`); ``expiring``:
+    every value written has the handle's default lifetime
+    (:func:`_expiring_class`). Each class is made once.
     """
-    base = _shared_class(kernel) if flag in SHARED_FLAGS else database_class(kernel)
-    if not synced:
-        return base
-    try:
-        return _synced_classes[base]
-    except KeyError:
-        made = _synced_classes[base] = _synced_class(base)
-        _name(made, _kernel.name_of(kernel), shared=flag in SHARED_FLAGS, synced=True)
-        return made
+    shared = flag in SHARED_FLAGS
+    kernel_name = _kernel.name_of(kernel)
+    made = _shared_class(kernel) if shared else database_class(kernel)
+    # Synced over expiring: an expiring update's sets, each a write of its own, sync once.
+    for wanted, classes, make, words in (
+        (expiring, _expiring_classes, _expiring_class, {"synced": False, "expiring": True}),
+        (synced, _synced_classes, _synced_class, {"synced": True, "expiring": expiring}),
+    ):
+        if wanted:
+            base = made
+            try:
+                made = classes[base]
+            except KeyError:
+                made = classes[base] = make(base)
+                _name(made, kernel_name, shared=shared, **words)
+    return made
+
+
+def _expiring_class(base):
+    """``base`` (a db class) writing every value with the handle's default lifetime.
+
+    The lifetime is ``semidbm.open(expire=)``'s, the last of the handle's
+    ``_arguments``. ``db[key] = value`` and ``set`` without ``expire`` are
+    ``set(key, value, expire=lifetime)``; ``update`` sets each item so (in
+    order, as ``dict.update`` takes them); a batch's puts, which reach the
+    kernel through ``_commit_batch``, get their expiry records there, timed
+    at the commit. ``setdefault`` (``MutableMapping``'s) sets through
+    ``__setitem__``. Deletes, compaction and reads are ``base``'s.
+    """
+
+    class ExpiringSemiDBM(base):  # type: ignore[valid-type, misc]
+        __slots__ = ()
+
+        @property
+        def expire(self):
+            """:attr:`semidbm.Database.expire`: ``semidbm.open(expire=)``'s lifetime."""
+            return self._arguments[8]
+
+        def __setitem__(self, key, value, /):
+            """``db[key] = value``: the value expires after the handle's lifetime."""
+            base.set(self, key, value, self._arguments[8])
+
+        def set(self, key, value, expire=None):
+            """:meth:`semidbm.Database.set`; without ``expire``, the handle's lifetime."""
+            base.set(self, key, value, self._arguments[8] if expire is None else expire)
+
+        def update(self, other=(), /, **kwds):
+            """:meth:`semidbm.Database.update`: each item set with the handle's lifetime."""
+            lifetime = self._arguments[8]
+            for key, value in update_pairs(other, kwds):
+                base.set(self, key, value, lifetime)
+
+        def _commit_batch(self, changes, expires_at=0):
+            """A batch's changes, each put expiring after the handle's lifetime from now."""
+            base._commit_batch(
+                self, changes, expires_at or _expiry.expires_at(self._arguments[8])
+            )
+
+    return ExpiringSemiDBM
 
 
 #: What a db class's name says of a kernel other than the default one (``_class_name``).
 _KERNEL_WORDS = {"cython": "Compiled", "python": "Pure"}
 
 
-def _class_name(kernel_name, shared, synced):
-    """The name of the db class of ``kernel_name``'s writers, shared or not, synced or not.
+def _class_name(kernel_name, shared, synced, expiring=False):
+    """The name of the db class of ``kernel_name``'s writers, shared or not, synced or not,
+    with a default lifetime or not.
 
     ``SemiDBM`` for the default kernel's own, which most databases have;
     the others say how they differ from it: ``SharedSemiDBM`` (flag
-    ``'wm'``), ``SyncedSemiDBM`` (dbm.gnu's ``s``), ``PureSemiDBM`` (the
-    pure-Python kernel where the compiled one is the default)...
+    ``'wm'``), ``SyncedSemiDBM`` (dbm.gnu's ``s``), ``ExpiringSemiDBM``
+    (``open(expire=)``), ``PureSemiDBM`` (the pure-Python kernel where the
+    compiled one is the default)...
     """
     kernel_word = "" if kernel_name == implementation else _KERNEL_WORDS[kernel_name]
-    return ("Synced" if synced else "") + ("Shared" if shared else "") + kernel_word + "SemiDBM"
+    return (("Expiring" if expiring else "") + ("Synced" if synced else "")
+            + ("Shared" if shared else "") + kernel_word + "SemiDBM")
 
 
-def _name(db_class, kernel_name, *, shared, synced):
+def _name(db_class, kernel_name, *, shared, synced, expiring=False):
     """Name ``db_class`` where users meet it: ``type(db)`` is ``semidbm.db.SemiDBM``...
 
     Not after the function that made it (``database_class.<locals>``):
     each name is this module's (``__getattr__``), so that the class is
     what its name says, and pickles by it.
     """
-    db_class.__name__ = db_class.__qualname__ = _class_name(kernel_name, shared, synced)
+    db_class.__name__ = db_class.__qualname__ = _class_name(kernel_name, shared, synced,
+                                                            expiring)
     db_class.__module__ = __name__
 
 
@@ -270,15 +332,16 @@ if not TYPE_CHECKING:  # names made at run time: type checkers see them as semid
         for any other name, and for a class of a kernel that cannot be imported (the compiled
         one where it was not built), as ``hasattr`` and ``getattr`` with a default expect."""
         for kernel_name in _kernel.MODULES:
-            for flag, synced in (("w", False), ("wm", False), ("w", True), ("wm", True)):
-                if _class_name(kernel_name, flag in SHARED_FLAGS, synced) == name:
+            for flag, synced, expiring in itertools.product(("w", "wm"), (False, True),
+                                                            (False, True)):
+                if _class_name(kernel_name, flag in SHARED_FLAGS, synced, expiring) == name:
                     try:
                         kernel = _kernel.load(kernel_name)
                     except ImportError as exc:
                         raise AttributeError(
                             "module %r has no attribute %r: %s" % (__name__, name, exc)
                         ) from exc
-                    return _class_for(kernel, flag, synced)
+                    return _class_for(kernel, flag, synced, expiring)
         raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
@@ -323,6 +386,7 @@ def open(
     recover: bool = False,
     format: Literal[1, 2] | None = None,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    expire: float | None = None,
 ) -> Database:
     """Open the semidbm database ``filename`` (a directory) and return it.
 
@@ -375,12 +439,25 @@ def open(
             wait goes on while that process compacts. None waits for as
             long as it takes. The default is 10 seconds; other flags
             take no turns.
+        expire: a default lifetime, in seconds (an int or a float,
+            finite and above 0), for every value this handle writes:
+            ``db[key] = value``, :meth:`~Database.update`,
+            ``setdefault``, a :meth:`~Database.batch`'s writes and
+            :meth:`~Database.set` without its own ``expire`` store the
+            value as ``set(key, value, expire=expire)`` does
+            (:doc:`/expiry`). It needs format 2.1: a database this call
+            creates is of format 2 unless ``format`` is given; an
+            existing one of an older format is refused
+            (:class:`semidbm.error`, saying how to upgrade it). None (the
+            default): values never expire unless :meth:`~Database.set`
+            gives them a lifetime. Writers only.
 
     Returns:
         Database: the open database; close it, or use it in a ``with`` block.
 
     Raises:
-        ValueError: a bad flag or buffer size; :exc:`TypeError` for an
+        ValueError: a bad flag, buffer size or ``expire``, ``expire``
+            for a reader or with ``format=1``; :exc:`TypeError` for an
             argument of the wrong type. Every argument is checked before
             the disk is touched.
         semidbm.error: the database is missing (``'r'``, ``'w'``), the
@@ -409,6 +486,7 @@ def open(
         recover=recover,
         format=format,
         lock_timeout=lock_timeout,
+        expire=expire,
     )
 
 
@@ -423,6 +501,7 @@ def open_with(
     recover: bool = False,
     format: Literal[1, 2] | None = None,
     lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
+    expire: float | None = None,
 ) -> Database:
     """Like :func:`open`, on the given kernel module (for tests and tools).
 
@@ -443,14 +522,20 @@ def open_with(
             "buffer_size must be from 0 to %d (1 GiB), not %d" % (MAX_BUFFER_SIZE, buffer_size)
         )
     major = None if format is None else check_format(format)
+    if expire is not None:
+        if flag == "r":
+            raise ValueError(_messages.EXPIRE_READER)
+        if major is not None and major < BATCH_FORMAT:
+            raise ValueError(_messages.EXPIRE_FORMAT % major)
+        expire = _expiry.lifetime(expire)
     path = os.fsdecode(os.fspath(filename))
-    database_type = _class_for(kernel, flag, synced)
+    database_type = _class_for(kernel, flag, synced, expire is not None)
     database = database_type.__new__(database_type)
     _open_into(
         database,
         kernel,
         (path, flag, mode, bool(verify_checksums), buffer_size, bool(recover), major,
-         lock_timeout),
+         lock_timeout, expire),
     )
     return database
 
@@ -460,17 +545,24 @@ def _open_into(database, kernel, arguments):
     made by ``__new__`` alone (``open_with``) or by the kernel's ``_pending`` (``_reopen``).
 
     ``arguments`` holds ``open_with``'s, checked: ``(path, flag, mode, verify_checksums,
-    buffer_size, recover, format, lock_timeout)``, a plain tuple (every open makes one), which
-    a pickled handle holds too.
+    buffer_size, recover, format, lock_timeout, expire)``, a plain tuple (every open makes one),
+    which a pickled handle holds too.
     """
-    path, flag, mode, verify_checksums, buffer_size, recover, format, lock_timeout = arguments
+    path, flag, mode, verify_checksums, buffer_size, recover, format, lock_timeout, expire = (
+        arguments
+    )
     shared = flag in SHARED_FLAGS
-    major = DEFAULT_FORMAT if format is None else format
+    if format is not None:
+        major = format
+    else:
+        major = DEFAULT_FORMAT if expire is None else BATCH_FORMAT
     directory, lock, created = _prepare(path, flag, mode, major, lock_timeout)
     writable = flag != "r"
     try:
         if format is not None:
             _check_format(directory, format)
+        if expire is not None and not created:
+            _check_expirable(directory)
         kernel.Store.__init__(
             database,
             directory,
@@ -526,10 +618,11 @@ def _reopen_synced(kernel_name, *arguments):
 
 
 def _pending(kernel_name, arguments, synced):
-    """The handle that :func:`_reopen` returns, of the class ``synced`` asks for."""
+    """The handle that :func:`_reopen` returns, of the class ``synced`` and its default lifetime
+    (``expire``, the last of ``arguments``) ask for."""
     kernel = _kernel.load(kernel_name)
     path, flag = arguments[:2]
-    database_type = _class_for(kernel, flag, synced)
+    database_type = _class_for(kernel, flag, synced, arguments[8] is not None)
     mutex = threading.Lock()
     opened = False
 
@@ -739,6 +832,16 @@ def _check_directory(directory, flag):
 def _starts_like_semidbm(directory):
     """True if the data file begins with the magic number (or a part of it, if shorter)."""
     return MAGIC.startswith(_data_file_start(directory, len(MAGIC)))
+
+
+def _check_expirable(directory):
+    """Raise DBMError unless the data file's format has values that expire (2.1; ``open(expire=)``).
+
+    Read from its header before the store opens it, as :func:`_check_format` does.
+    """
+    version = check_header(_data_file_start(directory, HEADER_SIZE), directory.data_path)
+    if version < EXPIRY_VERSION:
+        raise DBMError(_messages.NO_EXPIRY % ((directory.data_path,) + version))
 
 
 def _check_format(directory, major):

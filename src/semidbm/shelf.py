@@ -851,7 +851,9 @@ def open_shelf(
         keyencoding: the encoding of the shelf's str keys.
         mode: as for :func:`semidbm.open`.
         **options: ``buffer_size``, ``verify_checksums``, ``recover``,
-            ``lock_timeout``, passed to :func:`semidbm.open`.
+            ``lock_timeout``, ``format``, ``expire`` (each object the
+            shelf stores then expires that many seconds after it is
+            stored: :doc:`/expiry`), passed to :func:`semidbm.open`.
 
     Returns:
         Shelf: the shelf; close it, or use it in a ``with`` block.

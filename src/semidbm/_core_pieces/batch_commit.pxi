@@ -7,17 +7,20 @@ from cpython.bytes cimport PyBytes_CheckExact
 from cpython.dict cimport PyDict_Next
 
 
-cdef object batch_commit(Store store, dict changes):
+cdef object batch_commit(Store store, dict changes, uint64_t expires_at):
     """``_interface.Store._commit_batch``: ``changes`` as one batch record.
 
     ``changes`` maps each key (bytes) to its value (bytes), or to None
-    for a delete. A delete of a key that is not live is left out (this
-    semidbm never writes one), and nothing is written if nothing is
-    left. The dict is read in place, twice (sizes, then records): no
-    Python code runs in between that could change it, since keys and
-    values must be bytes exactly (a subclass's ``__hash__`` or
-    ``__eq__``, which the set of left-out deletes calls, could), and
-    ``batch_record`` checks that the records fill the size counted.
+    for a delete; each put is followed by its expiry record if
+    ``expires_at`` (milliseconds since the Unix epoch) is not 0, which a
+    store of a format before 2.1 refuses (DBMError, nothing written). A
+    delete of a key that is not live is left out (this semidbm never
+    writes one), and nothing is written if nothing is left. The dict is
+    read in place, twice (sizes, then records): no Python code runs in
+    between that could change it, since keys and values must be bytes
+    exactly (a subclass's ``__hash__`` or ``__eq__``, which the set of
+    left-out deletes calls, could), and ``batch_record`` checks that the
+    records fill the size counted.
     Room in the table for every put is made before the record is
     appended, so that nothing fails between the append and the index's
     update.
@@ -46,12 +49,16 @@ cdef object batch_commit(Store store, dict changes):
         else:
             body_size += (RECORD_OVERHEAD + PyBytes_GET_SIZE(<object>key)
                           + PyBytes_GET_SIZE(<object>value))
+            if expires_at:
+                body_size += EXPIRY_OVERHEAD + PyBytes_GET_SIZE(<object>key)
             puts += 1
         if body_size > MAX_LENGTH:
             raise ValueError(_messages.BATCH_TOO_LONG % MAX_LENGTH)
+    if expires_at and not store.log.expirable:
+        raise DBMError(_messages.NO_EXPIRY % ((store.path,) + tuple(store.version)))
     if not body_size:
         return None
-    return batch_store(store, batch_record(changes, dead, body_size), body_size, puts)
+    return batch_store(store, batch_record(changes, dead, body_size, expires_at), body_size, puts)
 
 
 cdef int batch_prepare(Store store) except -1:
@@ -74,9 +81,10 @@ cdef object batch_store(Store store, bytes record, Py_ssize_t body_size, Py_ssiz
     return None
 
 
-cdef bytes batch_record(dict changes, set dead, Py_ssize_t body_size):
+cdef bytes batch_record(dict changes, set dead, Py_ssize_t body_size, uint64_t expires_at):
     """The batch record of ``changes`` but the keys in ``dead`` (as ``batch_commit`` checked
-    them), its body ``body_size`` bytes.
+    them), its body ``body_size`` bytes, each put followed by its expiry record if
+    ``expires_at`` is not 0.
 
     Its lengths (the body's, ``BATCH``), the body's CRC-32, then the body:
     each change's put or delete record, as ``append`` encodes them.
@@ -93,11 +101,16 @@ cdef bytes batch_record(dict changes, set dead, Py_ssize_t body_size):
             continue
         size = RECORD_OVERHEAD + PyBytes_GET_SIZE(<object>key) + (
             0 if <object>value is None else PyBytes_GET_SIZE(<object>value))
+        if expires_at and <object>value is not None:
+            size += EXPIRY_OVERHEAD + PyBytes_GET_SIZE(<object>key)
         if size > body_size - (out - body):
             raise RuntimeError("a semidbm batch changed while it was committed")
         out += encode_record(out, PyBytes_AS_STRING(<object>key), PyBytes_GET_SIZE(<object>key),
                              NULL if <object>value is None else PyBytes_AS_STRING(<object>value),
                              0 if <object>value is None else PyBytes_GET_SIZE(<object>value))
+        if expires_at and <object>value is not None:
+            out += encode_expiry_record(out, PyBytes_AS_STRING(<object>key),
+                                        PyBytes_GET_SIZE(<object>key), expires_at)
     if out - body != body_size:
         raise RuntimeError("a semidbm batch changed while it was committed")
     encode_lengths(PyBytes_AS_STRING(record), body_size, BATCH)

@@ -90,6 +90,20 @@ cdef inline Py_ssize_t encode_record(char* out, const char* key, Py_ssize_t key_
     return RECORD_OVERHEAD + key_size + stored
 
 
+cdef inline Py_ssize_t encode_expiry_record(char* out, const char* key, Py_ssize_t key_size,
+                                            uint64_t expires_at) noexcept nogil:
+    """Write the expiry record of the put of ``key`` before it, which expires at ``expires_at``
+    (milliseconds since the Unix epoch), at ``out``; return its size (docs/FORMAT.md, "Expiry")."""
+    cdef char* time = out + LENGTHS_SIZE + key_size
+    encode_lengths(out, key_size, EXPIRES)
+    memcpy(out + LENGTHS_SIZE, key, key_size)
+    store_be32(time, <uint32_t>(expires_at >> 32))
+    store_be32(time + 4, <uint32_t>expires_at)
+    # The CRC covers the key and the time, side by side in the record.
+    store_be32(time + EXPIRY_TIME_SIZE, crc32(0, out + LENGTHS_SIZE, key_size + EXPIRY_TIME_SIZE))
+    return EXPIRY_OVERHEAD + key_size
+
+
 # --- Borrowing the bytes of keys and values ---
 
 cdef struct Borrowed:
