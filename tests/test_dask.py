@@ -303,6 +303,22 @@ def test_writing_into_format_1_is_refused(dbopen, tmp_path):
         assert len(reader) == 0
 
 
+def test_a_handle_with_a_lifetime_is_refused_as_a_target(dbopen, tmp_path):
+    """The tasks append records encoded beforehand, whose values would never expire: a handle,
+    or a sharded database's shards, opened with ``expire=`` are refused before anything is
+    written. Caught without the refusal: the values are stored, for good."""
+    bag = dask_bag.from_sequence([(b"a", b"b")])
+    with dbopen(tmp_path / "db", "cm", format=2, expire=60) as target:
+        with pytest.raises(ValueError, match="writes values that never expire"):
+            sdask.to_semidbm(bag, target, **SYNC)
+        assert len(target) == 0
+    with semidbm.open_sharded(tmp_path / "sharded", "cm", shards=2, format=2,
+                              expire=60) as target:
+        with pytest.raises(ValueError, match="writes values that never expire"):
+            sdask.to_semidbm(bag, target, **SYNC)
+        assert len(target) == 0
+
+
 def test_sources_of_the_wrong_kind_are_refused(dbopen, tmp_path):
     with dbopen(tmp_path / "db", "cm", format=2) as shared:
         with pytest.raises(ValueError, match="reads through a reader"):

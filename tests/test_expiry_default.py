@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 import semidbm
-from semidbm import db
+from semidbm import _batch, _kernel, db
 
 from .conftest import CLOCK_START as START
 from .support.log import records_after_start
@@ -182,3 +182,71 @@ def test_a_shelf_s_objects_expire(dbpath, clock):
         assert shelf["point"] == {"x": 1}
         clock[0] += 3000
         assert "point" not in shelf
+
+
+def test_update_takes_what_the_kernels_update_takes(dbopen, tmp_path, clock):
+    """An object with ``keys()`` is read key by key, as the kernels' ``update`` reads it: a
+    database's expired value is missing there, not stored again with a new lifetime (its
+    ``items()`` still list it). Bad items are refused in the same words, and a closed handle
+    refuses even an empty update. Caught by reading a mapping through ``items()``."""
+    with dbopen(tmp_path / "source", "c", format=2) as source:
+        source[b"live"] = b"L"
+        source.set(b"dead", b"D", expire=1)
+        clock[0] += 1000
+        for lifetime in (None, 60):
+            with dbopen(tmp_path / ("target%s" % lifetime), "c", format=2,
+                        expire=lifetime) as target:
+                with pytest.raises(KeyError):
+                    target.update(source)
+                with pytest.raises(ValueError) as raised:
+                    target.update([(b"a", b"1", b"extra")])
+                assert "element #0 has length 3" in str(raised.value)
+                assert b"dead" not in target
+        target = dbopen(tmp_path / "closed", "c", expire=60)
+        target.close()
+        with pytest.raises(semidbm.error, match="closed"):
+            target.update()
+
+
+def test_a_shared_writer_s_update_is_one_turn(dbopen, dbpath, clock):
+    """As a shared writer's own ``update``: no other writer writes between its items. Caught
+    by a turn per item: the other handle's write in the middle succeeds."""
+    first = dbopen(dbpath, "cm", format=2, lock_timeout=0.05)
+    with first, dbopen(dbpath, "wm", expire=60) as second:
+
+        def items():
+            yield b"a", b"1"
+            with pytest.raises(semidbm.error, match="it would wait for itself"):
+                first[b"z"] = b"1"  # this thread holds the turn, through second
+            yield b"b", b"2"
+
+        second.update(items())
+        first.refresh()
+        assert first[b"a"] == b"1" and first[b"b"] == b"2" and b"z" not in first
+
+
+def test_a_batch_counts_the_expiry_records_as_it_is_filled(dbopen, dbpath, monkeypatch):
+    """A change that would take the batch past its record's size is refused as it is made,
+    expiry records counted, not at the commit, which would lose every change. Caught by
+    counting the puts alone: the batch fills, and its commit fails."""
+    monkeypatch.setattr(_batch, "CAPACITY", 100)
+    with dbopen(dbpath, "c", expire=60) as database:
+        batch = database.batch()
+        batch[b"k1"] = b"v" * 10  # 24 bytes of put and 22 of expiry record
+        batch[b"k2"] = b"v" * 10
+        with pytest.raises(ValueError, match="holds at most"):
+            batch[b"k3"] = b"v"
+        batch.commit()
+        assert sorted(database.keys()) == [b"k1", b"k2"]
+
+
+def test_a_handle_pickled_before_lifetimes_opens_without_one(kernel, dbopen, dbpath):
+    """A pickle of a shared writer from before ``open(expire=)`` names eight arguments."""
+    with dbopen(dbpath, "cm") as database:
+        database[b"k"] = b"v"
+        arguments = database._arguments[:8]
+    handle = db._reopen(_kernel.name_of(kernel), *arguments)
+    try:
+        assert handle.expire is None and handle[b"k"] == b"v"
+    finally:
+        handle.close()

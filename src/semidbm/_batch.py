@@ -15,9 +15,9 @@ import warnings
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 from . import _messages
-from ._records import as_bytes
+from ._records import as_bytes, as_pair
 from .errors import DBMError, DBMNotSyncedError
-from .format import EMPTY_RECORD_SIZE, MAX_LENGTH
+from .format import EMPTY_RECORD_SIZE, EXPIRY_TIME_SIZE, MAX_LENGTH
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -50,10 +50,12 @@ class Batch:
     collected before it ends is discarded with a :class:`ResourceWarning`.
     """
 
-    __slots__ = ("_database", "_changes", "_size", "_ended")
+    __slots__ = ("_database", "_changes", "_size", "_ended", "_expiring")
 
     def __init__(self, database: BatchTarget) -> None:
         self._database = database
+        #: Whether each put gets an expiry record too (the database's handle has a lifetime).
+        self._expiring = database.expire is not None
         #: The last change of each key: its new value, or None for a delete.
         self._changes: dict[bytes, bytes | None] = {}
         #: The bytes of the records the changes make (at most CAPACITY).
@@ -86,10 +88,11 @@ class Batch:
     def update(
         self, other: Mapping[Data, Data] | Iterable[tuple[Data, Data]] = (), /, **kwds: Data
     ) -> None:
-        """Set every key of ``other`` and of ``kwds``, as ``MutableMapping.update`` does.
+        """Set every key of ``other`` and of ``kwds``, as the database's ``update`` takes them.
 
-        ``other`` is a mapping, an object with ``keys()`` (each key is then
-        looked up in it), or an iterable of ``(key, value)`` pairs.
+        ``other`` is a dict, an object with ``keys()`` (each key is then
+        looked up in it), or an iterable of ``(key, value)`` pairs
+        (:func:`update_pairs`).
         """
         for key, value in update_pairs(other, kwds):
             self[key] = value
@@ -100,9 +103,9 @@ class Batch:
 
     def _change(self, key: bytes, value: bytes | None) -> None:
         """Record ``key``'s last change; ValueError if the batch would outgrow its record."""
-        size = self._size + _record_size(key, value)
+        size = self._size + _record_size(key, value, self._expiring)
         if key in self._changes:
-            size -= _record_size(key, self._changes[key])
+            size -= _record_size(key, self._changes[key], self._expiring)
         if size > CAPACITY:
             raise ValueError(_messages.BATCH_TOO_LONG % CAPACITY)
         self._changes[key] = value
@@ -198,19 +201,26 @@ class Batch:
 def update_pairs(
     other: Mapping[Data, Data] | Iterable[tuple[Data, Data]], kwds: Mapping[str, Data]
 ) -> Iterator[tuple[Data, Data]]:
-    """The ``(key, value)`` pairs of ``update(other, **kwds)``, as ``MutableMapping.update``
-    takes them: those of ``other`` (a mapping, an object with ``keys()``, each key then looked
-    up in it, or an iterable of pairs), then those of ``kwds``."""
-    if isinstance(other, Mapping):
+    """The ``(key, value)`` pairs of ``update(other, **kwds)``, as the kernels' ``update`` takes
+    them: a dict's items; the keys of an object with ``keys()``, each looked up in it (a
+    database's, whose ``items()`` list values that expired); or else the items of ``other``,
+    each a pair (``_records.as_pair``: TypeError or ValueError naming its number); then the
+    items of ``kwds``."""
+    if type(other) is dict:
         yield from other.items()
     elif hasattr(other, "keys"):
         for key in other.keys():
             yield key, other[key]  # type: ignore[index]
     else:
-        yield from other
+        for number, item in enumerate(other):
+            yield as_pair(item, number)
     yield from kwds.items()
 
 
-def _record_size(key: bytes, value: bytes | None) -> int:
-    """The bytes of the record of a change (``value`` None: a delete)."""
-    return EMPTY_RECORD_SIZE + len(key) + (0 if value is None else len(value))
+def _record_size(key: bytes, value: bytes | None, expiring: bool) -> int:
+    """The bytes of the records of a change (``value`` None: a delete): a put's expiry record
+    too if ``expiring``."""
+    if value is None:
+        return EMPTY_RECORD_SIZE + len(key)
+    size = EMPTY_RECORD_SIZE + len(key) + len(value)
+    return size + EMPTY_RECORD_SIZE + len(key) + EXPIRY_TIME_SIZE if expiring else size

@@ -41,6 +41,11 @@ class BatchTarget(Protocol):
         """Whether ``key`` is in the database."""
         ...
 
+    @property
+    def expire(self) -> float | None:
+        """The handle's default lifetime: a batch's puts get an expiry record each if not None."""
+        ...
+
     def _commit_batch(self, changes: dict[bytes, bytes | None], expires_at: int = 0) -> None:
         """Write ``changes`` (a value of None: a delete) as one batch record, each put expiring
         at ``expires_at`` if not 0."""

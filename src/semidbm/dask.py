@@ -701,7 +701,15 @@ def writer(path: Source) -> Database:
         return checked_for_batches(_open(cast(Path, path), WRITE_FLAG, format=2))
     refuse_unless(path, path._arguments[1] in SHARED_WRITE_FLAGS, "writes through shared writers",
                   "'cm' or 'wm'")
+    refuse_expiring(path)
     return checked_for_batches(handle(path))
+
+
+def refuse_expiring(database: Database) -> None:
+    """Raise ValueError if ``database`` is a handle with a lifetime (``open(expire=)``): the
+    tasks append records encoded beforehand, whose values never expire."""
+    refuse_unless(database, database.expire is None, "writes values that never expire",
+                  "no expire=")
 
 
 def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
@@ -712,8 +720,9 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
     writer of one. ``shards`` (a count or a list of paths, as
     ``open_sharded`` takes) must agree with an existing manifest: the
     manifest decides, and one that disagrees is refused before anything
-    is written. A shard without batches is refused too, and so is one
-    database's handle (ValueError).
+    is written. A shard without batches is refused too, and so are one
+    database's handle and shards opened with a lifetime (``expire=``:
+    the tasks append records encoded beforehand; ValueError).
     """
     if isinstance(path, Database):
         raise ValueError(
@@ -731,6 +740,7 @@ def shard_writers(path: Source, shards) -> Tuple[List[Database], str]:
         database = handle(path)
     with database:
         for shard in database.shards:
+            refuse_expiring(shard)
             checked_for_batches(shard)
         return [handle(shard) for shard in database.shards], database._rule
 
@@ -792,7 +802,9 @@ def to_semidbm(
     ``compute=False`` a ``dask.delayed`` object that computes it. Any
     other collection, a Dask Series too, is a TypeError naming its type,
     before anything is written: ``series.to_bag(index=True)`` is a bag
-    of a Series' ``(index, value)`` pairs.
+    of a Series' ``(index, value)`` pairs. A handle opened with a lifetime
+    (``semidbm.open(expire=)``) is a ValueError: the values this writes
+    never expire.
     """
     is_frame = is_dataframe(collection)
     if is_frame:

@@ -29,7 +29,7 @@ from . import _checkpoint, _expiry, _files, _index_file, _kernel, _lock, _messag
 from ._batch import update_pairs
 from ._database import Database
 from ._settings import DEFAULT_BUFFER_SIZE, MAX_BUFFER_SIZE
-from ._shared import SHARED_FLAGS, shared_class
+from ._shared import SHARED_FLAGS, _in_turn, shared_class
 from .errors import DBMError, DBMNotSyncedError, TornTailWarning
 from .format import (
     BATCH_FORMAT,
@@ -238,7 +238,8 @@ def _class_for(kernel, flag, synced, expiring=False):
     made = _shared_class(kernel) if shared else database_class(kernel)
     # Synced over expiring: an expiring update's sets, each a write of its own, sync once.
     for wanted, classes, make, words in (
-        (expiring, _expiring_classes, _expiring_class, {"synced": False, "expiring": True}),
+        (expiring, _expiring_classes, functools.partial(_expiring_class, shared=shared),
+         {"synced": False, "expiring": True}),
         (synced, _synced_classes, _synced_class, {"synced": True, "expiring": expiring}),
     ):
         if wanted:
@@ -251,16 +252,18 @@ def _class_for(kernel, flag, synced, expiring=False):
     return made
 
 
-def _expiring_class(base):
-    """``base`` (a db class) writing every value with the handle's default lifetime.
+def _expiring_class(base, shared):
+    """``base`` (a db class, ``shared`` or not) writing every value with the handle's default
+    lifetime.
 
     The lifetime is ``semidbm.open(expire=)``'s, the last of the handle's
     ``_arguments``. ``db[key] = value`` and ``set`` without ``expire`` are
     ``set(key, value, expire=lifetime)``; ``update`` sets each item so (in
-    order, as ``dict.update`` takes them); a batch's puts, which reach the
-    kernel through ``_commit_batch``, get their expiry records there, timed
-    at the commit. ``setdefault`` (``MutableMapping``'s) sets through
-    ``__setitem__``. Deletes, compaction and reads are ``base``'s.
+    order, as the kernels' ``update`` takes them, ``_batch.update_pairs``;
+    a shared writer's in one turn, as its own); a batch's puts, which
+    reach the kernel through ``_commit_batch``, get their expiry records
+    there, timed at the commit. ``setdefault`` (``MutableMapping``'s) sets
+    through ``__setitem__``. Deletes, compaction and reads are ``base``'s.
     """
 
     class ExpiringSemiDBM(base):  # type: ignore[valid-type, misc]
@@ -282,6 +285,7 @@ def _expiring_class(base):
         def update(self, other=(), /, **kwds):
             """:meth:`semidbm.Database.update`: each item set with the handle's lifetime."""
             lifetime = self._arguments[8]
+            base.update(self, ())  # refused as any update is, with no item too (closed...)
             for key, value in update_pairs(other, kwds):
                 base.set(self, key, value, lifetime)
 
@@ -291,6 +295,8 @@ def _expiring_class(base):
                 self, changes, expires_at or _expiry.expires_at(self._arguments[8])
             )
 
+    if shared:
+        ExpiringSemiDBM.update = _in_turn(ExpiringSemiDBM.update)
     return ExpiringSemiDBM
 
 
@@ -621,6 +627,8 @@ def _pending(kernel_name, arguments, synced):
     """The handle that :func:`_reopen` returns, of the class ``synced`` and its default lifetime
     (``expire``, the last of ``arguments``) ask for."""
     kernel = _kernel.load(kernel_name)
+    # A handle pickled by a semidbm from before open(expire=) has no lifetime.
+    arguments = tuple(arguments) + (None,) * (9 - len(arguments))
     path, flag = arguments[:2]
     database_type = _class_for(kernel, flag, synced, arguments[8] is not None)
     mutex = threading.Lock()
