@@ -91,8 +91,7 @@ class Batch:
         """Set every key of ``other`` and of ``kwds``, as the database's ``update`` takes them.
 
         ``other`` is a dict, an object with ``keys()`` (each key is then
-        looked up in it), or an iterable of ``(key, value)`` pairs
-        (:func:`update_pairs`).
+        looked up in it), or an iterable of ``(key, value)`` pairs.
         """
         for key, value in update_pairs(other, kwds):
             self[key] = value
