@@ -10,8 +10,8 @@ the sessions). Arguments after ``--`` go to the session's main command.
   sets how many, ``1`` runs them in pytest's own process).
 - ``compiled-3.9`` ... ``compiled-3.15`` (tag ``compiled``): the suite
   on the compiled kernel (COMPILED_ONLY: ``pytest --kernel cython``, less
-  the long randomized runs, the kernel's logic case by case but on 3.9,
-  and the tools' tests) on each CPython the
+  the long randomized runs, the kernel's logic case by case and the
+  tools' tests) on each CPython the
   wheels promise: Debian's 3.11, pyenv's 3.9, 3.10, 3.12 and 3.13 (a
   missing one is an error, not a skip), and 3.14 and 3.15 from Debian
   unstable in a folder of the checkout (scripts/debian_unstable.py,
@@ -106,31 +106,16 @@ QUICK_SELECTION = [
 ]
 
 #: The compiled-kernel selection of the suite (tests/conftest.py) that runs
-#: on each Python but the oldest: the tests of what differs between
-#: Pythons, the C API at the kernel's edge and the Python code. Left out:
-#: the long randomized runs (marked ``slow``: kills, stress, power cuts,
-#: fuzzing, a 4 GiB file) and the kernel's logic case by case (marked
-#: ``kernel_logic``: the index file's trust, crashes, hostile files, a
-#: model), which test the same C on every Python and run in the whole
-#: suite (``tests``, Debian's 3.11) and under the sanitizers on every CI
-#: run, the second on the oldest Python too (COMPILED_ON_THE_OLDEST), where
-#: a call the Python code makes to what that Python lacks shows; and the
-#: tests of the repository's tools (``tooling``: the CI runner, the
-#: benchmarks), which run where the tools run, in the whole suite.
+#: on each Python: the tests of what differs between Pythons, the C API at
+#: the kernel's edge and the Python code. Left out: the long randomized
+#: runs (marked ``slow``: kills, stress, power cuts, fuzzing, a 4 GiB file)
+#: and the kernel's logic case by case (marked ``kernel_logic``: the index
+#: file's trust, crashes, hostile files, a model), which test the same C
+#: on every Python and run in the whole suite (``tests``, Debian's 3.11)
+#: and under the sanitizers on every CI run; and the tests of the
+#: repository's tools (``tooling``: the CI runner, the benchmarks), which
+#: run where the tools run, in the whole suite.
 COMPILED_ONLY = ["--kernel", "cython", "-m", "not slow and not kernel_logic and not tooling"]
-
-#: The compiled-kernel selection on the oldest Python the wheels promise
-#: (OLDEST_PYTHON): COMPILED_ONLY and the ``kernel_logic`` tests.
-COMPILED_ON_THE_OLDEST = ["--kernel", "cython", "-m", "not slow and not tooling"]
-
-#: The oldest Python the wheels promise (PYENV_VERSIONS is in order).
-OLDEST_PYTHON = PYENV_VERSIONS[0]
-
-
-def compiled_selection(version):
-    """The pytest arguments of the compiled-kernel selection on CPython ``version``."""
-    return COMPILED_ON_THE_OLDEST if version == OLDEST_PYTHON else COMPILED_ONLY
-
 
 #: Fails, saying which kernel it got, unless semidbm runs its compiled kernel.
 CHECK_COMPILED = (
@@ -152,6 +137,13 @@ MEMCHECK_SELECTION = [
     "tests/test_concurrency.py::test_refresh_over_a_corrupt_record_raises_and_closes_the_reader",
     "tests/test_concurrency.py::test_reader_leaves_a_write_in_progress_alone",
 ]
+
+#: Test modules left out under the sanitizers, besides the tools' (marked
+#: ``tooling``): the command's and Dask's, which run the kernel in
+#: processes they start (the command, a cluster's workers), each start
+#: slow under the sanitizers, through kernel paths that the tests calling
+#: the kernel directly cover (sorted lines, the summary, parts).
+SANITIZE_LEFT_OUT = ["tests/test_cli.py", "tests/test_cli_import.py", "tests/test_dask.py"]
 
 #: Left out of the suite under the sanitizers: the index memory tests, which
 #: measure resident memory (the sanitizers' shadow memory and red zones
@@ -375,10 +367,9 @@ def test_extras(version):
 def compiled_on_this_machine(session):
     """The compiled-kernel selection of the suite on this Python; arguments go to pytest."""
     debian_packages(session)
-    version = session.name.split("-", 1)[1]
-    install_checkout(session, *test_extras(version))
+    install_checkout(session, *test_extras(session.name.split("-", 1)[1]))
     session.run("python", "-c", CHECK_COMPILED)
-    run_suite(session, *compiled_selection(version), *session.posargs)
+    run_suite(session, *COMPILED_ONLY, *session.posargs)
 
 
 def compiled_in_debian_unstable(session, version):
@@ -397,8 +388,7 @@ def compiled_in_debian_unstable(session, version):
         )
     debian_unstable.run_inside(session, python, "-c", CHECK_COMPILED)
     debian_unstable.run_inside(
-        session, python, "-m", "pytest", *test_processes(), *compiled_selection(version),
-        *session.posargs,
+        session, python, "-m", "pytest", *test_processes(), *COMPILED_ONLY, *session.posargs,
         env={"SEMIDBM_V051_PYTHON": v051},
     )
 
@@ -512,7 +502,7 @@ def sanitize(session):
     """The suite's compiled-kernel runs, the crash, stress and fuzz harnesses under ASan and UBSan.
 
     The tools' tests (marked ``tooling``) are left out: they run none of
-    the kernel's code that the others do not.
+    the kernel's code that the others do not; so are SANITIZE_LEFT_OUT's.
 
     The compiled kernel is built with ``-fsanitize=address,undefined``
     from a copy of the sources (no object file of an ordinary build is
@@ -551,6 +541,7 @@ def sanitize(session):
         env=sanitized,
     )
     deselected = [argument for test in SANITIZE_DESELECTED for argument in ("--deselect", test)]
+    deselected += ["--ignore=" + module for module in SANITIZE_LEFT_OUT]
     # The compiled kernel's runs (--kernel cython, the tests of both kernels
     # side by side among them): the pure kernel's own runs execute no
     # instrumented code (the interpreter is not built with the sanitizers).
