@@ -15,9 +15,9 @@ import warnings
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 from . import _messages
-from ._records import as_bytes, as_pair
+from ._records import EXPIRY_OVERHEAD, as_bytes, as_pair
 from .errors import DBMError, DBMNotSyncedError
-from .format import EMPTY_RECORD_SIZE, EXPIRY_TIME_SIZE, MAX_LENGTH
+from .format import EMPTY_RECORD_SIZE, MAX_LENGTH
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -222,4 +222,4 @@ def _record_size(key: bytes, value: bytes | None, expiring: bool) -> int:
     if value is None:
         return EMPTY_RECORD_SIZE + len(key)
     size = EMPTY_RECORD_SIZE + len(key) + len(value)
-    return size + EMPTY_RECORD_SIZE + len(key) + EXPIRY_TIME_SIZE if expiring else size
+    return size + EXPIRY_OVERHEAD + len(key) if expiring else size

@@ -191,11 +191,12 @@ EXPIRY_NOT_KEPT = (
 CACHE_READ_ONLY = "a semidbm.Cache writes what it keeps: open it with 'c', 'w', 'cm' or 'wm'"
 #: ``Cache(size_limit=)`` that is not an int of 0 or more (the value).
 CACHE_SIZE_LIMIT = "size_limit must be a number of bytes, an int of 0 or more, not %r"
-#: An argument of a memoized call of a type ``cache.encode_argument`` does not take.
+#: ``memoize`` without ``name=`` of a function whose qualified name others share (the name).
 CACHE_UNNAMED = (
     "memoize needs a name= for %s: its qualified name is shared by every function made "
     "where it is (a lambda, or a function defined inside another), whose results would mix"
 )
+#: An argument of a memoized call of a type ``cache.encode_argument`` does not take.
 CACHE_ARGUMENT = (
     "memoize keys a call by its arguments' values, which may be None, bool, int, float, "
     "str, bytes, and tuples, lists, dicts and sets of them; not %s"

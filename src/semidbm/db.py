@@ -847,7 +847,7 @@ def _check_expirable(directory):
 
     Read from its header before the store opens it, as :func:`_check_format` does.
     """
-    version = check_header(_data_file_start(directory, HEADER_SIZE), directory.data_path)
+    version = _data_file_version(directory)
     if version < EXPIRY_VERSION:
         raise DBMError(_messages.NO_EXPIRY % ((directory.data_path,) + version))
 
@@ -859,9 +859,15 @@ def _check_format(directory, major):
     changes nothing (a writer's open would cut a torn tail first). A
     header that is not a data file's is DBMLoadError, as the open's.
     """
-    version = check_header(_data_file_start(directory, HEADER_SIZE), directory.data_path)
+    version = _data_file_version(directory)
     if version[0] != major:
         raise DBMError(_messages.OTHER_FORMAT % ((directory.data_path,) + version + (major,)))
+
+
+def _data_file_version(directory):
+    """The data file's format version, ``(major, minor)``, from its header (DBMLoadError if it
+    is not a data file's header)."""
+    return check_header(_data_file_start(directory, HEADER_SIZE), directory.data_path)
 
 
 def _data_file_start(directory, size):
