@@ -152,8 +152,9 @@ def figures(preset):
         return (
             "Figures are operations per second of all the processes together (higher is "
             "better), from the first one's start to the last one's end: the processes start, "
-            "open the store and wait at a barrier before the clock starts, and close after it "
-            "stops (each operation is in the file when it returns)."
+            "open the store, touch their share of the data (forked, they would otherwise copy its "
+            "pages on first write, in the timed loop) and wait at a barrier before the clock "
+            "starts, and close after it stops (each operation is in the file when it returns)."
         )
     if preset.name == "c":
         return (
@@ -462,8 +463,8 @@ def pool_section(results):
         "## A handle sent to two worker processes",
         "",
         "A read-only database is pickled and sent to the 2 workers of a "
-        "`concurrent.futures.ProcessPoolExecutor` (started, and waiting, before the clock "
-        "starts), each of which unpickles it and reads its half of the keys in a shuffled "
+        "`concurrent.futures.ProcessPoolExecutor` (started, having touched the keys they "
+        "read, and waiting, before the clock starts), each of which unpickles it and reads its half of the keys in a shuffled "
         "order; timed from the pickling to the last answer. Against one process that opens "
         "the database and reads every key in the same order. A worker's open is "
         "`pickle.loads` of the handle and its first read. Over all repetitions: the ratio's "

@@ -21,8 +21,11 @@ each run by ``PROCESSES`` processes forked from this one:
   its last value: the one its owner put last, or the fill's.
 
 The store is made empty by this process first. Each process builds its
-work and opens the store before the clock starts; then they all wait at
-a barrier, and the time counts from the first one's start to the last
+work, opens the store and touches every key and value of its work (a
+forked process copies a page of its parent's on its first write there,
+and Python writes an object's reference count when it reads it: that
+copy is the benchmark's cost, not the store's) before the clock starts;
+then they all wait at a barrier, and the time counts from the first one's start to the last
 one's end, closing left out (each operation is already in the file when
 it returns). The slow contenders (``_presets.PROCESS_SLOW``) run a
 fraction of the operations.
@@ -38,7 +41,8 @@ For our semidbm (both kernels), two measurements of its own:
   ``POOL_WORKERS`` workers of a ``ProcessPoolExecutor`` (started and
   waiting before the clock starts), each of which unpickles it and reads
   its half of the keys in a shuffled order; against one process that
-  opens the database and reads every key in the same order. Each
+  opens the database and reads every key in the same order. The workers
+  and the one process touch the keys first, as the other workloads do. Each
   worker's open is the time from its start to its first value read:
   ``pickle.loads`` of the handle and its first ``db[key]``.
 
@@ -349,6 +353,8 @@ def run_share(contender, path, operations, barrier, results):
     """
     try:
         db = contender.open(path)
+        for key, value in operations:  # their pages copied on write here, not timed
+            pass
         barrier.wait(BARRIER_SECONDS)
         start = perf_counter()
         wrong = 0
@@ -484,8 +490,22 @@ def run_alone(contender, directory, seed, count):
 POOL_DATA = {}
 
 
+def touch_pool_data():
+    """Touch every key and number of the order, so that copying them on write is not timed.
+
+    A forked process shares its parent's pages until either writes one,
+    and reading a key through Python writes its reference count: the
+    first touch of each page copies it, which belongs to the benchmark's
+    data, not to the database read.
+    """
+    keys = POOL_DATA["keys"]
+    for number in POOL_DATA["order"]:
+        keys[number]
+
+
 def wait_for_all():
-    """A pool worker's first task: wait until every worker has started."""
+    """A pool worker's first task: touch the data, then wait until every worker has started."""
+    touch_pool_data()
     POOL_DATA["barrier"].wait(BARRIER_SECONDS)
 
 
@@ -549,6 +569,7 @@ def run_pool(contender, directory, seed, count):
     with concurrent.futures.ProcessPoolExecutor(POOL_WORKERS, mp_context=FORK) as pool:
         for future in [pool.submit(wait_for_all) for _ in range(POOL_WORKERS)]:
             future.result()
+        touch_pool_data()
         one = read_alone(contender.module, path)
         seconds, opens = read_in_pool(pool, contender.module, path)
     return {
