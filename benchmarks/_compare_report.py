@@ -464,11 +464,12 @@ def pool_section(results):
         "",
         "A read-only database is pickled and sent to the 2 workers of a "
         "`concurrent.futures.ProcessPoolExecutor` (started, having touched the keys they "
-        "read, and waiting, before the clock starts), each of which unpickles it and reads its half of the keys in a shuffled "
-        "order; timed from the pickling to the last answer. Against one process that opens "
-        "the database and reads every key in the same order. A worker's open is "
-        "`pickle.loads` of the handle and its first read. Over all repetitions: the ratio's "
-        "median, with the least and greatest in brackets; the opens of every worker.",
+        "read, and waiting, before the clock starts), each of which unpickles it and reads "
+        "its half of the keys in a shuffled order; timed from the pickling to the last "
+        "answer. Against one process that opens the database and reads every key in the "
+        "same order. A worker's open is `pickle.loads` of the handle and its first read. "
+        "Over all repetitions: the ratio's median, with the least and greatest in brackets; "
+        "the opens of every worker.",
         "",
         markdown_table(header, rows, False),
         "",

@@ -353,7 +353,7 @@ def run_share(contender, path, operations, barrier, results):
     """
     try:
         db = contender.open(path)
-        for key, value in operations:  # their pages copied on write here, not timed
+        for _key, _value in operations:  # their pages copied on write here, not timed
             pass
         barrier.wait(BARRIER_SECONDS)
         start = perf_counter()
