@@ -10,8 +10,9 @@ the sessions). Arguments after ``--`` go to the session's main command.
   sets how many, ``1`` runs them in pytest's own process).
 - ``compiled-3.9`` ... ``compiled-3.15`` (tag ``compiled``): the suite
   on the compiled kernel (COMPILED_ONLY: ``pytest --kernel cython``, less
-  the long randomized runs, the kernel's logic case by case and the
-  tools' tests) on each CPython the
+  the long randomized runs, the kernel's logic case by case, the
+  tools' tests and those of the command and the documentation's
+  examples) on each CPython the
   wheels promise: Debian's 3.11, pyenv's 3.9, 3.10, 3.12 and 3.13 (a
   missing one is an error, not a skip), and 3.14 and 3.15 from Debian
   unstable in a folder of the checkout (scripts/debian_unstable.py,
@@ -105,6 +106,14 @@ QUICK_SELECTION = [
     )
 ]
 
+#: The test modules that start a Python process for nearly every case: the
+#: command's and the documentation's examples. They reach the kernel through
+#: the API that the other tests call directly, and took nearly half the time
+#: of the other Pythons' compiled-kernel runs, which leave them out
+#: (COMPILED_ONLY), as the sanitizers do (SANITIZE_LEFT_OUT): they run in the
+#: whole suite and, installed, in the packaging check, on Debian's Python 3.11.
+PROCESS_STARTING = ["tests/test_cli.py", "tests/test_cli_import.py", "tests/test_examples.py"]
+
 #: The compiled-kernel selection of the suite (tests/conftest.py) that runs
 #: on each Python: the tests of what differs between Pythons, the C API at
 #: the kernel's edge and the Python code. Left out: the long randomized
@@ -114,8 +123,12 @@ QUICK_SELECTION = [
 #: on every Python and run in the whole suite (``tests``, Debian's 3.11)
 #: and under the sanitizers on every CI run; and the tests of the
 #: repository's tools (``tooling``: the CI runner, the benchmarks), which
-#: run where the tools run, in the whole suite.
-COMPILED_ONLY = ["--kernel", "cython", "-m", "not slow and not kernel_logic and not tooling"]
+#: run where the tools run, in the whole suite. Left out too: the tests of
+#: the command and of the documentation's examples (PROCESS_STARTING).
+COMPILED_ONLY = [
+    "--kernel", "cython", "-m", "not slow and not kernel_logic and not tooling",
+    *("--ignore=" + module for module in PROCESS_STARTING),
+]
 
 #: Fails, saying which kernel it got, unless semidbm runs its compiled kernel.
 CHECK_COMPILED = (
@@ -139,11 +152,11 @@ MEMCHECK_SELECTION = [
 ]
 
 #: Test modules left out under the sanitizers, besides the tools' (marked
-#: ``tooling``): the command's and Dask's, which run the kernel in
-#: processes they start (the command, a cluster's workers), each start
-#: slow under the sanitizers, through kernel paths that the tests calling
-#: the kernel directly cover (sorted lines, the summary, parts).
-SANITIZE_LEFT_OUT = ["tests/test_cli.py", "tests/test_cli_import.py", "tests/test_dask.py"]
+#: ``tooling``): those that run the kernel in processes they start
+#: (PROCESS_STARTING's, and Dask's, a cluster's workers), each start slow
+#: under the sanitizers, through kernel paths that the tests calling the
+#: kernel directly cover (sorted lines, the summary, parts).
+SANITIZE_LEFT_OUT = [*PROCESS_STARTING, "tests/test_dask.py"]
 
 #: Left out of the suite under the sanitizers: the index memory tests, which
 #: measure resident memory (the sanitizers' shadow memory and red zones
