@@ -155,6 +155,30 @@ def test_a_pickled_shared_writer_keeps_its_lifetime(dbopen, dbpath, clock):
             copy.close()
 
 
+def test_each_kind_of_handle_has_one_class_made_on_the_plainer_kind(dbopen, dbpath):
+    """Every open of a kind (shared or not, synced or not, expiring or not) gets one class,
+    and a synced expiring class derives from the expiring one, which derives from the plain.
+
+    Catches a look-up of the classes keyed by less than the whole kind
+    (a synced handle given the unsynced class) and the chain built in
+    another order (synced under expiring).
+    """
+    dbopen(dbpath, "c", expire=60).close()
+    found = {}
+    for flag in ("w", "ws", "wm", "wsu"):
+        for expire in (None, 60):
+            for _ in range(2):
+                with dbopen(dbpath, flag, expire=expire) as database:
+                    found.setdefault((flag, expire), set()).add(type(database))
+    assert all(len(classes) == 1 for classes in found.values())
+    kinds = {kind: classes.pop() for kind, classes in found.items()}
+    assert len(set(kinds.values())) == len(kinds)
+    for plain, synced in (("w", "ws"), ("wm", "wsu")):
+        assert kinds[(plain, 60)].__bases__ == (kinds[(plain, None)],)
+        assert kinds[(synced, 60)].__bases__ == (kinds[(plain, 60)],)
+        assert kinds[(synced, None)].__bases__ == (kinds[(plain, None)],)
+
+
 def test_a_synced_writer_with_a_lifetime(dbopen, dbpath, clock):
     """dbm.gnu's ``s`` and a lifetime together: each write synced, each value expiring."""
     with dbopen(dbpath, "cs", expire=1) as database:

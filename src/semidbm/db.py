@@ -74,10 +74,9 @@ _writing = threading.local()
 DEFAULT_LOCK_TIMEOUT = 10.0
 _classes: dict[ModuleType, type[Database]] = {}
 _shared_classes: dict[ModuleType, type[Database]] = {}
-#: The class of each db class's writers that sync every write (``_synced_class``).
-_synced_classes: dict[type[Database], type[Database]] = {}
-#: The expiring class of each db class (``_expiring_class``), made at its first use.
-_expiring_classes: dict[type[Database], type[Database]] = {}
+#: The db class of each kind of handle, ``(kernel, shared, synced, expiring)``
+#: (:func:`_class_for`), made at its first use.
+_kinds: dict[tuple[ModuleType, bool, bool, bool], type[Database]] = {}
 #: Databases open for writing in this process (by id), closed at exit.
 _open_writers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -231,25 +230,23 @@ def _class_for(kernel, flag, synced, expiring=False):
 
     ``synced``: every write is synced (:func:`_synced_class`); ``expiring``:
     every value written has the handle's default lifetime
-    (:func:`_expiring_class`). Each class is made once.
+    (:func:`_expiring_class`). Each class is made once; after that, one
+    look-up finds it (every open and every unpickled handle asks).
     """
-    shared = flag in SHARED_FLAGS
-    kernel_name = _kernel.name_of(kernel)
-    made = _shared_class(kernel) if shared else database_class(kernel)
-    # Synced over expiring: an expiring update's sets, each a write of its own, sync once.
-    for wanted, classes, make, words in (
-        (expiring, _expiring_classes, functools.partial(_expiring_class, shared=shared),
-         {"synced": False, "expiring": True}),
-        (synced, _synced_classes, _synced_class, {"synced": True, "expiring": expiring}),
-    ):
-        if wanted:
-            base = made
-            try:
-                made = classes[base]
-            except KeyError:
-                made = classes[base] = make(base)
-                _name(made, kernel_name, shared=shared, **words)
-    return made
+    kind = (kernel, flag in SHARED_FLAGS, synced, expiring)
+    try:
+        return _kinds[kind]
+    except KeyError:
+        pass
+    shared = kind[1]
+    if synced:  # synced over expiring: an expiring update's sets, each a write, sync once
+        made = _synced_class(_class_for(kernel, flag, False, expiring))
+    elif expiring:
+        made = _expiring_class(_class_for(kernel, flag, False, False), shared)
+    else:
+        return _kinds.setdefault(kind, _shared_class(kernel) if shared else database_class(kernel))
+    _name(made, _kernel.name_of(kernel), shared=shared, synced=synced, expiring=expiring)
+    return _kinds.setdefault(kind, made)
 
 
 def _expiring_class(base, shared):
