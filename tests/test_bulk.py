@@ -734,8 +734,10 @@ def test_delete_many_interrupted_by_a_signal_deletes_every_key_or_none(dbopen, d
         for attempt, delay in enumerate(delays):
             with dbopen(dbpath, "n", buffer_size=buffer_size) as database:
                 database.update(items)
-                signal.setitimer(signal.ITIMER_REAL, delay)
                 try:
+                    # Armed inside the try: on a busy machine the shortest delay can pass
+                    # before setitimer returns, and its handler then raises right there.
+                    signal.setitimer(signal.ITIMER_REAL, delay)
                     database.delete_many(keys)
                     time.sleep(took)  # the deletes took less than the delay: wait for it
                 except Interrupted:
