@@ -160,16 +160,19 @@ SANITIZE_LEFT_OUT = [*PROCESS_STARTING, "tests/test_dask.py"]
 
 #: Left out of the suite under the sanitizers: the index memory tests, which
 #: measure resident memory (the sanitizers' shadow memory and red zones
-#: inflate it), and the long random-kill and stress tests, which the
-#: sanitize session runs afterwards with fewer kills and seconds (every
-#: process start is slower under the sanitizers).
+#: inflate it).
 SANITIZE_DESELECTED = [
     "tests/test_kernels.py::test_compiled_index_takes_at_most_32_bytes_per_key",
     "tests/test_kernels.py::test_compiled_index_fits_its_keys_after_a_misleading_log",
-    "tests/test_crash.py::test_writer_killed_at_random_moments",
-    "tests/test_batch.py::test_batch_writers_killed_at_random_moments",
-    "tests/test_stress.py::test_writer_and_readers_agree_with_the_model",
 ]
+
+#: The markers of the suite's run under the sanitizers: not the tools' tests,
+#: which run none of the kernel's code that the others do not, nor the long
+#: randomized runs (``slow``: kills, stress, power cuts, lock probes, models;
+#: every process start is slower there), whose short variants run, and after
+#: which the session runs the crash, stress and fuzz harnesses, with fewer
+#: kills and seconds; but the 4 GiB file's offsets (``large_file``) do run.
+SANITIZE_MARKERS = "not tooling and (not slow or large_file)"
 
 #: Where the sessions keep the locks of what they share (noxfile's ``exclusive``).
 LOCKS = ROOT / ".nox" / "locks"
@@ -514,8 +517,8 @@ def debian_unstable_folder(session):
 def sanitize(session):
     """The suite's compiled-kernel runs, the crash, stress and fuzz harnesses under ASan and UBSan.
 
-    The tools' tests (marked ``tooling``) are left out: they run none of
-    the kernel's code that the others do not; so are SANITIZE_LEFT_OUT's.
+    The suite's selection there is SANITIZE_MARKERS's, less
+    SANITIZE_LEFT_OUT's modules and SANITIZE_DESELECTED's tests.
 
     The compiled kernel is built with ``-fsanitize=address,undefined``
     from a copy of the sources (no object file of an ordinary build is
@@ -560,7 +563,7 @@ def sanitize(session):
     # instrumented code (the interpreter is not built with the sanitizers).
     session.run(
         "python", "-m", "pytest", "-p", "no:cacheprovider", *test_processes(), "--kernel",
-        "cython", "-m", "not tooling", *deselected, *session.posargs, env=sanitized,
+        "cython", "-m", SANITIZE_MARKERS, *deselected, *session.posargs, env=sanitized,
     )
     kills = os.environ.get("SEMIDBM_KILLS", "60")
     seconds = os.environ.get("SEMIDBM_STRESS_SECONDS", "15")
