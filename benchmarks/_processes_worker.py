@@ -25,9 +25,9 @@ work, opens the store and touches every key and value of its work (a
 forked process copies a page of its parent's on its first write there,
 and Python writes an object's reference count when it reads it: that
 copy is the benchmark's cost, not the store's) before the clock starts;
-then they all wait at a barrier, and the time counts from the first one's start to the last
-one's end, closing left out (each operation is already in the file when
-it returns). The slow contenders (``_presets.PROCESS_SLOW``) run a
+then they all wait at a barrier, and the time counts from the first
+one's start to the last one's end, closing left out (each operation is
+already in the file when it returns). The slow contenders (``_presets.PROCESS_SLOW``) run a
 fraction of the operations.
 
 For our semidbm (both kernels), two measurements of its own:
@@ -42,8 +42,8 @@ For our semidbm (both kernels), two measurements of its own:
   waiting before the clock starts), each of which unpickles it and reads
   its half of the keys in a shuffled order; against one process that
   opens the database and reads every key in the same order. The workers
-  and the one process touch the keys first, as the other workloads do. Each
-  worker's open is the time from its start to its first value read:
+  and the one process touch the keys first, as the other workloads do.
+  Each worker's open is the time from its start to its first value read:
   ``pickle.loads`` of the handle and its first ``db[key]``.
 
 Contenders that cannot have several processes writing one store are
