@@ -72,8 +72,6 @@ _SYNCED_WRITES = (
 _writing = threading.local()
 #: How long, in seconds, a shared writer waits for its turn by default.
 DEFAULT_LOCK_TIMEOUT = 10.0
-_classes: dict[ModuleType, type[Database]] = {}
-_shared_classes: dict[ModuleType, type[Database]] = {}
 #: The db class of each kind of handle, ``(kernel, shared, synced, expiring)``
 #: (:func:`_class_for`), made at its first use.
 _kinds: dict[tuple[ModuleType, bool, bool, bool], type[Database]] = {}
@@ -110,10 +108,11 @@ def database_class(kernel: ModuleType) -> type[Database]:
     ``kernel`` is a kernel module, ``semidbm._core`` or ``semidbm._pure``
     (``_kernel.load`` imports either by name).
     """
-    try:
-        return _classes[kernel]
-    except KeyError:
-        pass
+    return _class_for(kernel, "r", False)
+
+
+def _plain_class(kernel):
+    """Make :func:`database_class`'s class (:func:`_class_for` keeps it and names it)."""
     kernel_name = _kernel.name_of(kernel)  # what a pickled database names its kernel by
 
     # A base known at run time only: type checkers see semidbm.Database.
@@ -164,20 +163,7 @@ def database_class(kernel: ModuleType) -> type[Database]:
             if lock is not None:
                 lock.forget()
 
-    _name(SemiDBM, kernel_name, shared=False, synced=False)
-    # Concrete at run time: the kernel's Store provides what Database leaves abstract.
-    _classes[kernel] = SemiDBM  # type: ignore[type-abstract]
     return SemiDBM
-
-
-def _shared_class(kernel):
-    """The db class of ``kernel``'s shared writers (``_shared``), made once per kernel."""
-    try:
-        return _shared_classes[kernel]
-    except KeyError:
-        shared = _shared_classes[kernel] = shared_class(database_class(kernel), _warn_of_torn_tail)
-        _name(shared, _kernel.name_of(kernel), shared=True, synced=False)
-        return shared
 
 
 def _synced_class(base):
@@ -243,8 +229,10 @@ def _class_for(kernel, flag, synced, expiring=False):
         made = _synced_class(_class_for(kernel, flag, False, expiring))
     elif expiring:
         made = _expiring_class(_class_for(kernel, flag, False, False), shared)
+    elif shared:  # a shared writer's (``_shared``)
+        made = shared_class(_class_for(kernel, "r", False), _warn_of_torn_tail)
     else:
-        return _kinds.setdefault(kind, _shared_class(kernel) if shared else database_class(kernel))
+        made = _plain_class(kernel)
     _name(made, _kernel.name_of(kernel), shared=shared, synced=synced, expiring=expiring)
     return _kinds.setdefault(kind, made)
 
@@ -319,7 +307,7 @@ def _class_name(kernel_name, shared, synced, expiring=False):
 def _name(db_class, kernel_name, *, shared, synced, expiring=False):
     """Name ``db_class`` where users meet it: ``type(db)`` is ``semidbm.db.SemiDBM``...
 
-    Not after the function that made it (``database_class.<locals>``):
+    Not after the function that made it (``_plain_class.<locals>``):
     each name is this module's (``__getattr__``), so that the class is
     what its name says, and pickles by it.
     """
